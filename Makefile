@@ -1,0 +1,35 @@
+# Two commands set up a fresh machine: `make demo` (the main job on the embedded model)
+# and `make test` (the test suite). Both create .venv and install what they need.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# llama.cpp must be built portably: a native build dies with "Illegal instruction" on CPUs
+# that advertise AMX.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+
+.PHONY: setup system-deps demo test lint clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[local,dev]"
+	touch $@
+
+# bubblewrap confines the sandbox (network off, filesystem read-only); optional but used
+# when present. Installed with apt when we are root on Debian/Ubuntu.
+system-deps:
+	@if ! command -v bwrap >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; fi
+
+setup: system-deps $(VENV)/.installed
+
+demo: setup
+	$(VENV)/bin/sharpen run code --model local --tasks 20
+
+test: setup
+	$(VENV)/bin/pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check src tests
+
+clean:
+	rm -rf $(VENV) .sharpen .pytest_cache
