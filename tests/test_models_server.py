@@ -1,0 +1,48 @@
+"""OpenAIModel against a real OpenAI-compatible server on loopback: llama-cpp-python's
+server running the embedded SmolLM2 GGUF in a subprocess."""
+
+from __future__ import annotations
+
+import pytest
+from servers import llama_server_fixture
+
+from sharpen.core.errors import UserError
+from sharpen.core.messages import Message
+from sharpen.models.openai_compat import OpenAIModel
+
+pytestmark = pytest.mark.slow
+
+llama_server = llama_server_fixture()
+
+MESSAGES = [Message(role="user", content="Say hello in one short sentence.")]
+
+
+async def test_chat_completion_with_usage_and_finish_reason(llama_server: str) -> None:
+    model = OpenAIModel(base_url=llama_server, name="local/smollm2-135m-instruct", tools=False)
+    c = await model.complete(MESSAGES, params={"temperature": 0, "max_tokens": 16, "seed": 1})
+    assert c.message.content
+    assert c.usage.input_tokens > 0 and 0 < c.usage.output_tokens <= 16
+    assert c.usage.cost_usd == 0.0  # priced by name: local/* is free
+    assert c.finish_reason in ("stop", "length")
+    cut = await model.complete(MESSAGES, params={"temperature": 0, "max_tokens": 2})
+    assert cut.finish_reason == "length" and cut.usage.output_tokens == 2
+    await model.aclose()
+
+
+async def test_logprobs_when_the_server_gives_them(llama_server: str) -> None:
+    model = OpenAIModel(base_url=llama_server, logprobs=True, tools=False)
+    c = await model.complete(MESSAGES, params={"temperature": 0, "max_tokens": 8})
+    await model.aclose()
+    if c.logprobs is None:
+        pytest.skip("this llama-cpp-python server returned no logprobs")
+    assert len(c.logprobs) == c.usage.output_tokens
+    assert all(lp <= 0.0 for lp in c.logprobs)
+
+
+async def test_base_url_without_v1_is_a_user_error(llama_server: str) -> None:
+    root = llama_server.removesuffix("/v1")
+    model = OpenAIModel(base_url=root)
+    with pytest.raises(UserError) as info:
+        await model.complete(MESSAGES, params={"max_tokens": 2})
+    await model.aclose()
+    assert root in str(info.value) and "should end in /v1" in str(info.value)
