@@ -1,0 +1,153 @@
+"""LocalSandbox against real subprocesses, under bubblewrap and under the fallback."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+import pytest
+
+from sharpen.sandbox.local import LABELS, LocalSandbox, bwrap_usable, detect_isolation
+
+MODES = ["bwrap", "fallback"]
+
+
+def make_sandbox(mode: str, **kwargs: object) -> LocalSandbox:
+    if mode == "bwrap":
+        if not bwrap_usable():
+            pytest.skip("bubblewrap is not installed or cannot create namespaces here")
+        return LocalSandbox(use_bwrap=True, **kwargs)  # type: ignore[arg-type]
+    return LocalSandbox(use_bwrap=False, **kwargs)  # type: ignore[arg-type]
+
+
+def procs_with(marker: str) -> list[int]:
+    """Live processes whose command line contains ``marker``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read()
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmd and state not in (b"Z", b"X"):
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_exec_basics(mode: str) -> None:
+    async with make_sandbox(mode) as sb:
+        assert sb.isolation in LABELS.values()
+        await sb.write_file("data/in.txt", "hello from the host")
+        code = (
+            "import sys; data = sys.stdin.read(); print(open('data/in.txt').read(), data);"
+            "open('out.txt', 'w').write('written inside'); print('err', file=sys.stderr);"
+            "sys.exit(3)"
+        )
+        r = await sb.exec([sb.python, "-I", "-c", code], stdin=b"piped", timeout=20)
+        assert r.returncode == 3 and not r.timed_out and not r.truncated
+        assert r.stdout.strip() == "hello from the host piped"
+        assert r.stderr.strip() == "err"
+        assert await sb.read_file("out.txt") == "written inside"
+        assert r.seconds > 0
+        workdir = sb.workdir
+    assert not os.path.exists(workdir)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_timeout_kills_the_whole_process_group(mode: str) -> None:
+    marker = f"sharpen-sleeper-{uuid.uuid4().hex}"
+    code = (
+        "import subprocess, sys, time;"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '{marker}']);"
+        "time.sleep(60)"
+    )
+    async with make_sandbox(mode) as sb:
+        start = time.monotonic()
+        r = await sb.exec([sb.python, "-I", "-c", code], timeout=1.0)
+        assert r.timed_out and r.returncode is None
+        assert time.monotonic() - start < 5
+        assert procs_with(marker) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_output_is_capped_and_drained(mode: str) -> None:
+    code = (
+        "import sys\nfor _ in range(200):\n    sys.stdout.write('x' * 100_000)\n"
+        "print('done', file=sys.stderr)"
+    )
+    async with make_sandbox(mode, output_limit=10_000) as sb:
+        r = await sb.exec([sb.python, "-I", "-c", code], timeout=30)
+    assert r.returncode == 0 and r.truncated and not r.timed_out
+    assert len(r.stdout) == 10_000
+    assert r.stderr.strip() == "done"  # the child was never blocked on a full pipe
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_environment_is_scrubbed(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = f"sk-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("SHARPEN_SOMETHING", "x")
+    async with make_sandbox(mode, extra_env={"EXTRA_VAR": "given"}) as sb:
+        r = await sb.exec([sb.python, "-I", "-c", "import os; print(dict(os.environ))"])
+    env = eval(r.stdout)  # our own child's repr of a dict of str
+    assert secret not in r.stdout and "OPENAI_API_KEY" not in env and "SHARPEN_SOMETHING" not in env
+    assert env["EXTRA_VAR"] == "given" and env["PYTHONHASHSEED"] == "0"
+    assert set(env) <= {
+        "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
+        "PYTHONIOENCODING", "PYTHONUNBUFFERED", "EXTRA_VAR", "PWD",
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_paths_outside_the_workdir_are_rejected(mode: str) -> None:
+    async with make_sandbox(mode) as sb:
+        for bad in ("../escape.txt", "/etc/passwd", "a/../../escape.txt", "", "x\0y"):
+            with pytest.raises(ValueError):
+                await sb.write_file(bad, "nope")
+            with pytest.raises(ValueError):
+                await sb.read_file(bad)
+        # A symlink planted by sandboxed code must not lead the host outside the workdir.
+        r = await sb.exec(["/bin/ln", "-s", "/etc/hostname", "leak"])
+        assert r.returncode == 0
+        with pytest.raises(ValueError):
+            await sb.read_file("leak")
+        with pytest.raises(ValueError):
+            await sb.write_file("leak", "overwrite through the link")
+    assert not os.path.exists(os.path.join(os.path.dirname(sb.workdir), "escape.txt"))
+
+
+async def test_isolation_strings() -> None:
+    assert detect_isolation() in LABELS.values()
+    async with LocalSandbox(use_bwrap=False) as sb:
+        assert not sb.isolation.startswith("bwrap")
+        if os.geteuid() == 0:
+            assert sb.isolation.startswith("uid+") and sb.uid is not None
+    async with LocalSandbox(use_bwrap=False, drop_uid=False) as sb:
+        assert sb.isolation == "rlimits" and sb.uid is None
+    if bwrap_usable():
+        assert detect_isolation().startswith("bwrap")
+        async with LocalSandbox() as sb:
+            assert sb.isolation == detect_isolation()
+            r = await sb.exec([sb.python, "-I", "-c", "import os; print(sorted(os.listdir('/')))"])
+            visible = set(eval(r.stdout))
+            assert not visible & {"home", "work", "var", "opt", "srv", "mnt"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_concurrent_sandboxes_use_distinct_uids(mode: str) -> None:
+    boxes = [make_sandbox(mode) for _ in range(4)]
+    try:
+        uids = [b.uid for b in boxes]
+        if os.geteuid() == 0:
+            assert None not in uids and len(set(uids)) == 4
+        dirs = {b.workdir for b in boxes}
+        assert len(dirs) == 4
+    finally:
+        for b in boxes:
+            await b.close()
