@@ -1,0 +1,45 @@
+"""Rebuilding a code problem from its TaskSpec alone, whatever its source.
+
+The source is ``task.metadata["source"]`` when present, else the id prefix: ``HumanEval/<n>``
+is a HumanEval task, ``gen/...`` a generated one. This is what lets the env, the offline
+:class:`~sharpen.envs.code.score.CodeVerifier` and any re-scoring tool agree on a task's
+content given only the stored TaskSpec.
+"""
+
+from __future__ import annotations
+
+from sharpen.core.errors import UserError
+from sharpen.core.task import TaskSpec
+from sharpen.envs.code import generator, humaneval
+from sharpen.envs.code.generator import FunctionTaskGenerator
+from sharpen.envs.code.problem import CodeProblem
+
+SOURCES = (humaneval.SOURCE, generator.SOURCE)
+"""Where code tasks come from."""
+
+
+def task_source(task: TaskSpec) -> str:
+    """``"humaneval"`` or ``"generated"``; anything else raises a :class:`UserError`."""
+    source = task.metadata.get("source")
+    if source is None:
+        if task.id.startswith("HumanEval/"):
+            source = humaneval.SOURCE
+        elif task.id.startswith("gen/"):
+            source = generator.SOURCE
+    if source not in SOURCES:
+        raise UserError(
+            f"cannot tell where code task {task.id!r} comes from",
+            'use a HumanEval/<n> or gen/... id, or set metadata["source"] to '
+            f"one of {', '.join(SOURCES)}",
+        )
+    return str(source)
+
+
+def materialize(task: TaskSpec) -> CodeProblem:
+    """The problem (prompt, hidden tests, reference) of ``task``; deterministic."""
+    if task.env != "code":
+        raise UserError(f"task {task.id!r} belongs to env {task.env!r}, not 'code'",
+                        "run it with its own environment")
+    if task_source(task) == humaneval.SOURCE:
+        return humaneval.humaneval_problem(task.id)
+    return FunctionTaskGenerator().materialize(task)
