@@ -1,0 +1,151 @@
+"""Queries the Store composes: portable insert-or-ignore, run aggregates, batch loaders.
+
+Each function takes an open Connection (inside the caller's transaction) and never commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Connection, Row, Table, and_, case, func, insert, or_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from sharpen.core.feedback import Feedback
+from sharpen.core.task import TaskSpec
+from sharpen.core.trajectory import Step
+from sharpen.store import codec
+from sharpen.store.records import RunRecord
+from sharpen.store.schema import agent_specs, feedback, runs, steps
+from sharpen.store.schema import tasks as task_table
+from sharpen.store.schema import trajectories as _T
+
+TASK_COLUMNS = [
+    task_table.c.env.label("t_env"),
+    task_table.c.task_id.label("t_task_id"),
+    task_table.c.seed.label("t_seed"),
+    task_table.c.split.label("t_split"),
+    task_table.c.knobs.label("t_knobs"),
+    task_table.c.metadata.label("t_metadata"),
+]
+"""The ``tasks`` columns joined onto trajectory rows, labelled ``t_*``."""
+
+
+def unique_tasks(items: Iterable[TaskSpec]) -> list[TaskSpec]:
+    """``items`` without repeated task hashes, first occurrence kept, order kept."""
+    seen: set[str] = set()
+    out: list[TaskSpec] = []
+    for t in items:
+        h = t.hash()
+        if h not in seen:
+            seen.add(h)
+            out.append(t)
+    return out
+
+
+def insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Insert rows, skipping those whose primary key is already present."""
+    if not rows:
+        return
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        conn.execute(sqlite_insert(table).on_conflict_do_nothing(), rows)
+    elif dialect == "postgresql":
+        conn.execute(pg_insert(table).on_conflict_do_nothing(), rows)
+    else:
+        pk = list(table.primary_key.columns)
+        for row in rows:
+            cond = and_(*(c == row[c.name] for c in pk))
+            if conn.execute(select(*pk).where(cond)).first() is None:
+                conn.execute(insert(table), [row])
+
+
+def run_rows(conn: Connection, where: Any, *, limit: int) -> list[Row[Any]]:
+    """Runs (with their spec JSON as ``agent_spec``) matching ``where``, newest first."""
+    query = (
+        select(runs, agent_specs.c.spec.label("agent_spec"))
+        .join(agent_specs, agent_specs.c.hash == runs.c.agent_hash)
+        .order_by(runs.c.created_at.desc(), runs.c.id.desc())
+        .limit(limit)
+    )
+    if where is not None:
+        query = query.where(where)
+    return list(conn.execute(query))
+
+
+def run_records(conn: Connection, rows: list[Row[Any]]) -> list[RunRecord]:
+    """RunRecords for ``rows``, counting their trajectories in one grouped query."""
+    ids = [r.id for r in rows]
+    counted = and_(
+        _T.c.success.is_not(None), or_(_T.c.error_kind.is_(None), _T.c.error_kind == "agent")
+    )
+    counts: dict[str, tuple[int, int, int]] = {}
+    if ids:
+        agg = conn.execute(
+            select(
+                _T.c.run_id,
+                func.count(),
+                func.coalesce(func.sum(case((_T.c.success.is_(True), 1), else_=0)), 0),
+                func.coalesce(func.sum(case((counted, 1), else_=0)), 0),
+            )
+            .where(_T.c.run_id.in_(ids))
+            .group_by(_T.c.run_id)
+        )
+        counts = {run_id: (int(n), int(s), int(c)) for run_id, n, s, c in agg}
+    out = []
+    for r in rows:
+        n, s, c = counts.get(r.id, (0, 0, 0))
+        out.append(
+            RunRecord(
+                manifest=codec.manifest_from_row(r._mapping),
+                agent=codec.agent_spec_from_row({"spec": r.agent_spec}),
+                status=r.status,
+                summary=codec.loads(r.summary),
+                created_at=r.created_at,
+                n_trajectories=n,
+                n_success=s,
+                n_counted=c,
+            )
+        )
+    return out
+
+
+def task_of(row: Any) -> TaskSpec:
+    """The TaskSpec in a row that carries :data:`TASK_COLUMNS`."""
+    return codec.task_from_row(
+        {
+            "env": row["t_env"],
+            "task_id": row["t_task_id"],
+            "seed": row["t_seed"],
+            "split": row["t_split"],
+            "knobs": row["t_knobs"],
+            "metadata": row["t_metadata"],
+        }
+    )
+
+
+def steps_by_trajectory(conn: Connection, ids: list[str]) -> dict[str, list[Step]]:
+    """Steps of the given trajectories, in index order, by trajectory id."""
+    out: dict[str, list[Step]] = {}
+    rows = conn.execute(
+        select(steps)
+        .where(steps.c.trajectory_id.in_(ids))
+        .order_by(steps.c.trajectory_id, steps.c.index)
+    ).mappings()
+    for r in rows:
+        out.setdefault(r["trajectory_id"], []).append(codec.step_from_row(r))
+    return out
+
+
+def feedback_by_trajectory(conn: Connection, ids: list[str]) -> dict[str, list[Feedback]]:
+    """Feedback targeting the given trajectories, in write order, by trajectory id."""
+    out: dict[str, list[Feedback]] = {}
+    rows = conn.execute(
+        select(feedback)
+        .where(feedback.c.trajectory_id.in_(ids))
+        .order_by(feedback.c.trajectory_id, feedback.c.seq, feedback.c.created_at, feedback.c.id)
+    ).mappings()
+    for r in rows:
+        out.setdefault(r["trajectory_id"], []).append(codec.feedback_from_row(r))
+    return out

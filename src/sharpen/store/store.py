@@ -1,0 +1,347 @@
+"""The Store: runs, trajectories and feedback in one SQL database (SQLite by default).
+
+The store is synchronous and thread-safe: one Engine per Store, one short transaction per
+call. Async callers wrap calls in ``asyncio.to_thread``. Several processes may share a
+SQLite file (a killed run and its resume, a viewer adding feedback): every write is one
+``BEGIN IMMEDIATE`` transaction, so a write is either wholly there or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Self
+
+from sqlalchemy import Connection, and_, delete, exists, func, insert, select, tuple_, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.errors import UserError
+from sharpen.core.feedback import Feedback
+from sharpen.core.manifest import RunManifest
+from sharpen.core.task import TaskSpec
+from sharpen.core.trajectory import Trajectory
+from sharpen.store import codec
+from sharpen.store.engine import URL_FIX, build_engine, parse_url, read_begin, write_begin
+from sharpen.store.migrate import upgrade
+from sharpen.store.queries import (
+    TASK_COLUMNS,
+    feedback_by_trajectory,
+    insert_ignore,
+    run_records,
+    run_rows,
+    steps_by_trajectory,
+    task_of,
+    unique_tasks,
+)
+from sharpen.store.records import RUN_STATUSES, RunRecord, RunStatus
+from sharpen.store.schema import agent_specs, feedback, run_tasks, runs, steps
+from sharpen.store.schema import tasks as task_table
+from sharpen.store.schema import trajectories as _T
+
+LATEST = ("latest", "last")
+"""Run references that mean "the newest run"."""
+
+RUNS_FIX = "`sharpen runs` lists the runs; use a full id, a unique prefix, or 'latest'"
+
+_LIGHT_COLUMNS = [c for c in _T.c if c.name != "messages"]
+
+
+class Store:
+    """Persistent home of agent specs, runs, tasks, trajectories, steps and feedback.
+
+    ``Store(url)`` opens (creating if needed) the database at ``url`` — any SQLAlchemy URL;
+    ``None`` means ``sqlite:///<cwd>/.sharpen/sharpen.db`` — and migrates it to the newest
+    schema. A malformed URL, a missing driver or an unreachable database raises
+    :class:`UserError`. Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        self._url = parse_url(url)
+        self._engine = build_engine(self._url)
+        try:
+            upgrade(self._engine)
+        except DBAPIError as exc:
+            self._engine.dispose()
+            raise UserError(f"cannot open the store {self.url}: {exc.orig}", URL_FIX) from None
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    @property
+    def url(self) -> str:
+        """The database URL (absolute for SQLite files; any password masked)."""
+        return self._url.render_as_string(hide_password=True)
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release every pooled connection. The Store must not be used afterwards."""
+        self._engine.dispose()
+
+    # -- agent specs and runs -------------------------------------------------------------
+
+    def save_agent_spec(self, spec: AgentSpec) -> str:
+        """Store ``spec`` under its content hash and return the hash. Idempotent: if the hash
+        is already stored, nothing changes (the first name and parents saved are kept)."""
+        with write_begin(self._engine) as conn:
+            insert_ignore(conn, agent_specs, [codec.agent_spec_row(spec)])
+        return spec.hash()
+
+    def create_run(self, manifest: RunManifest, spec: AgentSpec, tasks: Sequence[TaskSpec]) -> None:
+        """Record a new run (status ``running``) with its spec and task list, in order.
+
+        Idempotent on ``manifest.run_id``: an existing run is left exactly as it is (a resume
+        calls this again, then :meth:`set_run_status`). Raises ``ValueError`` if ``spec``
+        does not hash to ``manifest.agent_hash``, or if the existing run has another
+        ``config_hash``.
+        """
+        if spec.hash() != manifest.agent_hash:
+            raise ValueError(
+                f"manifest.agent_hash {manifest.agent_hash} is not the spec's hash {spec.hash()}"
+            )
+        with write_begin(self._engine) as conn:
+            existing = conn.execute(
+                select(runs.c.config_hash).where(runs.c.id == manifest.run_id)
+            ).scalar_one_or_none()
+            if existing is not None:
+                if existing != manifest.config_hash:
+                    raise ValueError(
+                        f"run {manifest.run_id} exists with config hash {existing}, "
+                        f"not {manifest.config_hash}"
+                    )
+                return
+            insert_ignore(conn, agent_specs, [codec.agent_spec_row(spec)])
+            insert_ignore(conn, task_table, [codec.task_row(t) for t in unique_tasks(tasks)])
+            conn.execute(insert(runs), [codec.run_row(manifest, len(unique_tasks(tasks)))])
+            links = [
+                {"run_id": manifest.run_id, "task_hash": t.hash(), "position": i}
+                for i, t in enumerate(unique_tasks(tasks))
+            ]
+            if links:
+                conn.execute(insert(run_tasks), links)
+
+    def set_run_status(
+        self, run_id: str, status: RunStatus, summary: dict[str, Any] | None = None
+    ) -> None:
+        """Set a run's status; ``summary`` (when given) replaces the stored summary, ``None``
+        keeps it. Unknown run → UserError; invalid status → ValueError."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"status must be one of {RUN_STATUSES}, not {status!r}")
+        values: dict[str, Any] = {"status": status}
+        if summary is not None:
+            values["summary"] = codec.dumps(summary)
+        with write_begin(self._engine) as conn:
+            result = conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
+            if result.rowcount == 0:
+                raise UserError(f"no run {run_id!r} in {self.url}", RUNS_FIX)
+
+    def find_resumable(self, config_hash: str) -> str | None:
+        """Id of the newest run (any status) with ``config_hash``, or ``None``."""
+        with read_begin(self._engine) as conn:
+            return conn.execute(
+                select(runs.c.id)
+                .where(runs.c.config_hash == config_hash)
+                .order_by(runs.c.created_at.desc(), runs.c.id.desc())
+                .limit(1)
+            ).scalar_one_or_none()
+
+    def resolve_run(self, ref: str) -> str:
+        """The full run id ``ref`` names: a full id, a unique prefix, or ``latest``/``last``
+        (the newest run). Otherwise a UserError that names ``sharpen runs``."""
+        ref = ref.strip()
+        with read_begin(self._engine) as conn:
+            if ref.lower() in LATEST:
+                newest = conn.execute(
+                    select(runs.c.id).order_by(runs.c.created_at.desc(), runs.c.id.desc()).limit(1)
+                ).scalar_one_or_none()
+                if newest is None:
+                    raise UserError(f"there are no runs in {self.url} yet", RUNS_FIX)
+                return newest
+            if not ref:
+                raise UserError("empty run reference", RUNS_FIX)
+            if conn.execute(select(runs.c.id).where(runs.c.id == ref)).first() is not None:
+                return ref
+            found = list(
+                conn.execute(
+                    select(runs.c.id)
+                    .where(runs.c.id.startswith(ref, autoescape=True))
+                    .order_by(runs.c.created_at.desc())
+                    .limit(11)
+                ).scalars()
+            )
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise UserError(f"no run matches {ref!r} in {self.url}", RUNS_FIX)
+        shown = ", ".join(found[:10]) + (", ..." if len(found) > 10 else "")
+        raise UserError(f"run prefix {ref!r} is ambiguous: {shown}", RUNS_FIX)
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run with this full id, with trajectory counts. Unknown id → UserError."""
+        with read_begin(self._engine) as conn:
+            rows = run_rows(conn, runs.c.id == run_id, limit=1)
+            if not rows:
+                raise UserError(f"no run {run_id!r} in {self.url}", RUNS_FIX)
+            return run_records(conn, rows)[0]
+
+    def list_runs(self, limit: int = 50) -> list[RunRecord]:
+        """The newest ``limit`` runs, newest first, with trajectory counts."""
+        with read_begin(self._engine) as conn:
+            return run_records(conn, run_rows(conn, None, limit=limit))
+
+    def tasks_for(self, run_id: str) -> list[TaskSpec]:
+        """The run's tasks in the order :meth:`create_run` received them (duplicates once)."""
+        with read_begin(self._engine) as conn:
+            rows = conn.execute(
+                select(task_table)
+                .join(run_tasks, run_tasks.c.task_hash == task_table.c.hash)
+                .where(run_tasks.c.run_id == run_id)
+                .order_by(run_tasks.c.position)
+            ).mappings()
+            return [codec.task_from_row(r) for r in rows]
+
+    # -- trajectories ---------------------------------------------------------------------
+
+    def save_trajectory(self, t: Trajectory) -> bool:
+        """Save ``t`` with its steps and feedback in one transaction.
+
+        Returns ``False`` — writing nothing — when the run already has a trajectory with the
+        same key (``t.key``: task, agent hash, epoch). The run must exist
+        (:meth:`create_run`); every feedback record in ``t.feedback`` must target ``t.id``
+        (``target.trajectory_id == t.id``), and step indexes must be distinct; otherwise
+        ``ValueError`` and nothing is written. The task is added to ``tasks`` if new (a task
+        already stored under the same hash keeps its stored split and metadata).
+        """
+        bad = [fb.id for fb in t.feedback if fb.target.trajectory_id != t.id]
+        if bad:
+            raise ValueError(f"feedback {bad} of trajectory {t.id} targets another trajectory")
+        if len({s.index for s in t.steps}) != len(t.steps):
+            raise ValueError(f"trajectory {t.id} has repeated step indexes")
+        try:
+            with write_begin(self._engine) as conn:
+                if self._has_key(conn, t.run_id, t.key):
+                    return False
+                if conn.execute(select(runs.c.id).where(runs.c.id == t.run_id)).first() is None:
+                    raise ValueError(f"run {t.run_id!r} does not exist; call create_run first")
+                insert_ignore(conn, task_table, [codec.task_row(t.task)])
+                conn.execute(insert(_T), [codec.trajectory_row(t)])
+                if t.steps:
+                    conn.execute(insert(steps), [codec.step_row(t.id, s) for s in t.steps])
+                if t.feedback:
+                    conn.execute(
+                        insert(feedback),
+                        [codec.feedback_row(fb, i) for i, fb in enumerate(t.feedback)],
+                    )
+        except IntegrityError:
+            # Another writer saved the same key between our check and insert (backends
+            # without SQLite's whole-database write lock).
+            with read_begin(self._engine) as conn:
+                if self._has_key(conn, t.run_id, t.key):
+                    return False
+            raise
+        return True
+
+    def finished_keys(self, run_id: str) -> set[str]:
+        """Keys (``Trajectory.key``) of every trajectory saved in the run; resume skips them."""
+        with read_begin(self._engine) as conn:
+            return set(conn.execute(select(_T.c.key).where(_T.c.run_id == run_id)).scalars())
+
+    def discard_trajectories(self, run_id: str, error_kinds: Sequence[str]) -> int:
+        """Delete the run's trajectories whose outcome has one of ``error_kinds`` (with their
+        steps and feedback) in one transaction; returns how many. Resume uses it so that an
+        episode lost to an infra error is attempted again rather than kept as final."""
+        if not error_kinds:
+            return 0
+        with write_begin(self._engine) as conn:
+            ids = list(conn.execute(
+                select(_T.c.id).where(_T.c.run_id == run_id, _T.c.error_kind.in_(error_kinds))
+            ).scalars())
+            if ids:
+                conn.execute(delete(feedback).where(feedback.c.trajectory_id.in_(ids)))
+                conn.execute(delete(steps).where(steps.c.trajectory_id.in_(ids)))
+                conn.execute(delete(_T).where(_T.c.id.in_(ids)))
+        return len(ids)
+
+    def iter_trajectories(
+        self,
+        run_id: str,
+        *,
+        with_steps: bool = True,
+        with_messages: bool | None = None,
+        batch_size: int = 200,
+    ) -> Iterator[Trajectory]:
+        """The run's trajectories, ordered by ``(started_at, id)``, each with its feedback
+        (every record targeting it, including ones added later by :meth:`add_feedback`).
+
+        With the defaults each trajectory equals (``model_dump``) what
+        :meth:`save_trajectory` received, plus any later feedback. ``with_steps=False``
+        leaves ``steps`` empty and, unless ``with_messages=True``, ``messages`` empty too: a
+        light listing that never reads the message columns. Rows are read in batches of
+        ``batch_size``, each in its own short read transaction, so memory stays flat and
+        writers are never held up. An unknown run yields nothing.
+        """
+        if with_messages is None:
+            with_messages = with_steps
+        columns = [*(_T.c if with_messages else _LIGHT_COLUMNS), *TASK_COLUMNS]
+        cursor: tuple[Any, str] | None = None
+        while True:
+            query = (
+                select(*columns)
+                .join(task_table, task_table.c.hash == _T.c.task_hash)
+                .where(_T.c.run_id == run_id)
+                .order_by(_T.c.started_at, _T.c.id)
+                .limit(batch_size)
+            )
+            if cursor is not None:  # keyset pagination: rows after the last one yielded
+                query = query.where(tuple_(_T.c.started_at, _T.c.id) > cursor)
+            with read_begin(self._engine) as conn:
+                rows = list(conn.execute(query).mappings())
+                ids = [r["id"] for r in rows]
+                step_map = steps_by_trajectory(conn, ids) if with_steps and ids else {}
+                fb_map = feedback_by_trajectory(conn, ids) if ids else {}
+            for r in rows:
+                yield codec.trajectory_from_row(
+                    r,
+                    task_of(r),
+                    steps=step_map.get(r["id"], []),
+                    feedback=fb_map.get(r["id"], []),
+                )
+            if len(rows) < batch_size:
+                return
+            cursor = (rows[-1]["started_at"], rows[-1]["id"])
+
+    @staticmethod
+    def _has_key(conn: Connection, run_id: str, key: str) -> bool:
+        q = select(exists().where(_T.c.run_id == run_id, _T.c.key == key))
+        return bool(conn.execute(q).scalar())
+
+    # -- feedback -------------------------------------------------------------------------
+
+    def add_feedback(self, fb: Feedback) -> None:
+        """Append one feedback record. Records are immutable: adding an id that is already
+        stored changes nothing (edits are new records with ``supersedes``)."""
+        with write_begin(self._engine) as conn:
+            if conn.execute(select(feedback.c.id).where(feedback.c.id == fb.id)).first():
+                return
+            tg = fb.target
+            same = (
+                feedback.c.trajectory_id == tg.trajectory_id
+                if tg.trajectory_id is not None
+                else and_(feedback.c.trajectory_id.is_(None), feedback.c.run_id == tg.run_id)
+            )
+            last = conn.execute(select(func.max(feedback.c.seq)).where(same)).scalar()
+            seq = 0 if last is None else last + 1
+            conn.execute(insert(feedback), [codec.feedback_row(fb, seq)])
+
+    def feedback_for(self, trajectory_id: str) -> list[Feedback]:
+        """Every feedback record targeting the trajectory (or its steps and spans), in the
+        order written, superseded records included."""
+        with read_begin(self._engine) as conn:
+            return feedback_by_trajectory(conn, [trajectory_id]).get(trajectory_id, [])
