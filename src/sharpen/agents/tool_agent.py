@@ -1,0 +1,152 @@
+"""ToolAgent: the tool-calling loop that runs an AgentSpec against an Environment.
+
+Native tool calls are used when the model supports them (and the spec does not ask for the
+text protocol); otherwise the text protocol of :mod:`sharpen.agents.text_protocol`. A reply
+that holds no valid action is answered with feedback and counted in
+``Trajectory.invalid_actions`` — it never crashes the episode. The loop stops when the
+environment terminates the episode or a limit (steps, tokens, seconds, dollars) is hit.
+
+Infra errors raised by the model propagate to the runner, which owns retries and records.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Literal
+
+from sharpen.agents.text_protocol import ParseError, parse_text_action, protocol_instructions
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.feedback import Feedback
+from sharpen.core.messages import Message, ToolSpec
+from sharpen.core.registry import register
+from sharpen.core.trajectory import Action, Step, Trajectory
+from sharpen.envs.base import Environment
+from sharpen.models.base import ChatModel, Completion
+
+Protocol = Literal["auto", "native", "text"]
+
+
+def system_prompt(spec: AgentSpec, tools: list[ToolSpec], text_protocol: bool) -> str:
+    """The system message: the spec's text components, then (text protocol) how to act."""
+    parts = [spec.components[k].strip() for k in spec.components if spec.components[k].strip()]
+    if text_protocol:
+        parts.append(protocol_instructions(tools))
+    return "\n\n".join(parts)
+
+
+@register("agent", "tool")
+class ToolAgent:
+    """Runs one episode. ``protocol``: ``auto`` (native tools when the model has them),
+    ``native`` or ``text``."""
+
+    def __init__(self, protocol: Protocol = "auto") -> None:
+        self.protocol = protocol
+
+    def _uses_text(self, model: ChatModel) -> bool:
+        if self.protocol == "auto":
+            return not model.supports_tools
+        return self.protocol == "text"
+
+    async def run(
+        self, env: Environment, model: ChatModel, spec: AgentSpec, trajectory: Trajectory
+    ) -> None:
+        """Play ``trajectory.task`` in ``env`` and fill ``trajectory`` in place (messages,
+        steps, usage, invalid actions). The caller sets the outcome."""
+        limits = spec.limits
+        text = self._uses_text(model)
+        params = {**spec.params, "seed": trajectory.seed}
+        obs, _info = await env.reset(trajectory.task)
+        trajectory.messages = [
+            Message(role="system", content=system_prompt(spec, env.tools, text)),
+            Message(role="user", content=obs),
+        ]
+        started = time.monotonic()
+        for index in range(limits.max_steps):
+            completion = await model.complete(
+                trajectory.messages, None if text else env.tools, params
+            )
+            trajectory.usage = trajectory.usage + completion.usage
+            step = Step(index=index, messages=[], usage=completion.usage,
+                        model_seconds=completion.latency_s)
+            reply = completion.message
+            step.messages.append(reply)
+            action, problem = self._parse(reply, env.tools, text, completion)
+            if action is None:
+                trajectory.invalid_actions += 1
+                step.invalid_action = problem
+                step.observation = problem
+                step.messages.extend(self._answer(reply, problem, text))
+            else:
+                step.action = action
+                t0 = time.monotonic()
+                result = await env.step(action)
+                step.env_seconds = time.monotonic() - t0
+                step.observation = result.observation
+                step.reward = result.reward
+                step.terminated = result.terminated
+                step.truncated = result.truncated
+                step.info = result.info
+                if result.info.get("invalid"):
+                    trajectory.invalid_actions += 1
+                    step.invalid_action = result.observation
+                trajectory.feedback.extend(self._attach(result.feedback, trajectory, index))
+                step.messages.extend(self._answer(reply, result.observation, text))
+            trajectory.messages.extend(step.messages)
+            trajectory.steps.append(step)
+            if step.terminated or step.truncated:
+                break
+            reason = self._limit_hit(trajectory, spec, time.monotonic() - started)
+            if reason:
+                step.truncated = True
+                step.info["limit"] = reason
+                break
+        trajectory.ended_at = datetime.now(UTC)
+
+    @staticmethod
+    def _parse(
+        reply: Message, tools: list[ToolSpec], text: bool, completion: Completion
+    ) -> tuple[Action | None, str]:
+        if not text and reply.tool_calls:
+            call = reply.tool_calls[0]
+            return Action(tool=call.name, arguments=call.arguments), ""
+        # A native-tools model that answered in prose may still have followed the text
+        # protocol; accept that rather than punish it.
+        try:
+            return parse_text_action(
+                reply.content or "", tools, cut_off=completion.finish_reason == "length"
+            ), ""
+        except ParseError as exc:
+            return None, str(exc)
+
+    @staticmethod
+    def _answer(reply: Message, observation: str, text: bool) -> list[Message]:
+        """The environment's answer, as a tool message per native call or one user message."""
+        if not text and reply.tool_calls:
+            out = [Message(role="tool", tool_call_id=reply.tool_calls[0].id, content=observation)]
+            for extra in reply.tool_calls[1:]:
+                out.append(Message(role="tool", tool_call_id=extra.id,
+                                   content="Ignored: make one tool call per turn."))
+            return out
+        return [Message(role="user", content=observation)]
+
+    @staticmethod
+    def _attach(feedback: list[Feedback], trajectory: Trajectory, index: int) -> list[Feedback]:
+        return [
+            fb.model_copy(update={"target": fb.target.model_copy(update={
+                "run_id": trajectory.run_id, "trajectory_id": trajectory.id, "step_index": index,
+            })})
+            for fb in feedback
+        ]
+
+    @staticmethod
+    def _limit_hit(trajectory: Trajectory, spec: AgentSpec, elapsed: float) -> str | None:
+        limits = spec.limits
+        if trajectory.usage.total_tokens >= limits.max_tokens:
+            return f"token limit ({limits.max_tokens})"
+        if elapsed >= limits.max_seconds:
+            return f"time limit ({limits.max_seconds:g} s)"
+        cost = trajectory.usage.cost_usd
+        if limits.max_cost_usd is not None and cost is not None and cost >= limits.max_cost_usd:
+            return f"cost limit (${limits.max_cost_usd:g})"
+        return None

@@ -1,0 +1,40 @@
+"""The ``sharpen`` command line. Every user error ends in one message naming the fix."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from sharpen.cli import browse, envs_cmd, run_cmd
+from sharpen.core.errors import UserError
+
+app = typer.Typer(
+    name="sharpen",
+    help="Close the feedback loop for LLM agents: environments, rollouts, feedback, evaluation.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("envs")(envs_cmd.envs)
+app.command("run")(run_cmd.run)
+app.command("runs")(browse.runs)
+app.command("show")(browse.show)
+app.command("export")(browse.export)
+
+
+def main() -> None:
+    """Console entry point: runs the app and turns UserErrors into one clear line."""
+    try:
+        app()
+    except UserError as exc:
+        err = Console(stderr=True)
+        err.print(f"[bold red]error:[/] {exc.message}", highlight=False)
+        if exc.fix:
+            err.print(f"[bold]fix:[/] {exc.fix}", highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

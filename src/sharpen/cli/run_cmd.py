@@ -1,0 +1,93 @@
+"""``sharpen run``: an agent on an environment's tasks, stored, summarised."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from sharpen.cli.options import StoreOpt, open_store, parse_kv
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.errors import UserError
+from sharpen.core.registry import REGISTRY, PluginRef
+from sharpen.run import RetryPolicy, RunConfig, Runner
+
+
+def _model_ref(spec: AgentSpec, model: str | None, base_url: str | None, model_name: str | None,
+               model_args: dict) -> PluginRef:
+    if model is None and base_url is None and model_name is None and not model_args:
+        return spec.model
+    name = model or ("openai" if base_url else spec.model.name)
+    args = dict(spec.model.args) if name == spec.model.name else {}
+    if base_url is not None:
+        args["base_url"] = base_url
+    if model_name is not None:
+        args["model"] = model_name
+    args.update(model_args)
+    REGISTRY.get("model", name)  # unknown names fail here, with suggestions
+    return PluginRef(name=name, args=args)
+
+
+def run(
+    env: Annotated[str, typer.Argument(help="Environment id (see `sharpen envs`).")],
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="Model backend: local (embedded SmolLM2), openai, replay.")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (implies --model openai).")
+    ] = None,
+    model_name: Annotated[str | None, typer.Option(
+        help="Model name sent to the OpenAI-compatible server.")] = None,
+    model_arg: Annotated[list[str] | None, typer.Option(
+        "--model-arg", help="Extra model args, KEY=VALUE (repeatable).")] = None,
+    tasks: Annotated[int | None, typer.Option("--tasks", "-n", help="Run the first N tasks.")] = None,
+    split: Annotated[str | None, typer.Option(help="train, val or test (default: all).")] = None,
+    epochs: Annotated[int, typer.Option("--epochs", "-k", min=1, help="Repetitions per task.")] = 1,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
+    agent: Annotated[Path | None, typer.Option(
+        "--agent", help="AgentSpec YAML (model, params, components, limits).")] = None,
+    env_arg: Annotated[list[str] | None, typer.Option(
+        "--env-arg", "-E", help="Environment args, KEY=VALUE (e.g. max_submissions=2).")] = None,
+    seed: Annotated[int, typer.Option(help="Base seed.")] = 0,
+    retries: Annotated[int, typer.Option(help="Retries per model call on infra errors.")] = 4,
+    retry_delay: Annotated[float, typer.Option(help="First retry delay, seconds.")] = 0.5,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue the newest run with the same config; skip finished work.")
+    ] = False,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    store: StoreOpt = None,
+) -> None:
+    """Run an agent on an environment's tasks and print a summary."""
+    console = Console()
+    spec = AgentSpec.load(agent) if agent else AgentSpec()
+    ref = _model_ref(spec, model, base_url, model_name, parse_kv(model_arg, "--model-arg"))
+    spec = spec.model_copy(update={"model": ref})
+    env_ref = PluginRef(name=env, args=parse_kv(env_arg, "--env-arg"))
+    environment = REGISTRY.create("env", env_ref)
+    task_list = environment.list_tasks(split=split, limit=tasks, seed=seed)
+    if tasks is not None:
+        task_list = task_list[:tasks]
+    if not task_list:
+        raise UserError(f"environment {env!r} has no tasks for split {split!r}",
+                        "drop --split or pick train, val or test")
+    config = RunConfig(env=env_ref, agent=spec, tasks=task_list, epochs=epochs,
+                       concurrency=concurrency, seed=seed,
+                       retry=RetryPolicy(max_retries=retries, base_delay=retry_delay))
+    st = open_store(store)
+    console.print(
+        f"[bold]sharpen run[/] {env} · model {ref.name}{' ' + str(ref.args) if ref.args else ''}"
+        f" · {len(task_list)} tasks × {epochs} epochs · concurrency {concurrency}"
+        f" · store {st.url}"
+    )
+    try:
+        summary = asyncio.run(Runner(st, progress=progress).run(config, resume=resume))
+    except KeyboardInterrupt:
+        console.print("[yellow]Interrupted.[/] Finished episodes are saved; rerun the same "
+                      "command with --resume to do the rest.")
+        raise typer.Exit(130) from None
+    console.print(summary.table())
+    if summary.errors:
+        console.print("[yellow]Errored attempts are excluded from the success rate; see "
+                      f"`sharpen show {summary.run_id}`.[/]")

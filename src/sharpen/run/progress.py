@@ -1,0 +1,58 @@
+"""A Rich progress bar with ETA and the running success rate."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from sharpen.core.outcome import Outcome
+
+
+class RunProgress:
+    """Counts finished episodes; shows success so far over counted attempts and errors."""
+
+    def __init__(self, total: int, done: int = 0, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.success = 0
+        self.counted = 0
+        self.errors = 0
+        self._progress = Progress(
+            TextColumn("[bold]episodes"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            disable=not enabled,
+        )
+        self._task = self._progress.add_task("run", total=total, completed=done, rate="")
+
+    def __enter__(self) -> RunProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._progress.__exit__(et, e, tb)
+
+    def advance(self, outcome: Outcome | None) -> None:
+        """One more episode finished (in this invocation)."""
+        if outcome is not None and outcome.counts:
+            self.counted += 1
+            self.success += int(outcome.success)
+        else:
+            self.errors += 1
+        rate = f"success {self.success}/{self.counted}" if self.counted else ""
+        if self.errors:
+            rate += f" [yellow]errors {self.errors}[/]"
+        self._progress.update(self._task, advance=1, rate=rate)

@@ -1,0 +1,158 @@
+"""The Runner: AgentSpec × tasks × epochs, async, bounded concurrency, stored as it goes.
+
+Contract:
+- Each finished trajectory is written to the store the moment it ends, so a crash, a Ctrl-C
+  or a SIGKILL loses at most the episodes in flight.
+- ``resume=True`` continues the newest run with the same config hash and skips every
+  (task, spec, epoch) triple already stored; the store's unique key makes a duplicate
+  impossible even if two processes race.
+- Infra errors are retried per model call (:mod:`sharpen.run.retry`); an episode whose
+  retries run out is stored with error kind ``infra``. An unexpected exception inside the
+  harness (environment or agent code) is stored as ``env``: the agent is never blamed for
+  sharpen's failures. A :class:`~sharpen.core.errors.UserError` stops the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+from sharpen.core.errors import InfraError, UserError
+from sharpen.core.manifest import RunManifest
+from sharpen.core.outcome import Outcome
+from sharpen.core.registry import REGISTRY
+from sharpen.core.task import TaskSpec
+from sharpen.core.trajectory import Trajectory, trajectory_key
+from sharpen.models.base import ChatModel
+from sharpen.run.config import RunConfig
+from sharpen.run.progress import RunProgress
+from sharpen.run.retry import RetryingModel
+from sharpen.run.summary import RunSummary
+from sharpen.store import Store
+
+RETRY_ON_RESUME = ("infra",)
+"""Error kinds whose episodes ``resume`` runs again instead of keeping."""
+
+
+def _isolation() -> str:
+    from sharpen.sandbox.local import detect_isolation
+
+    return detect_isolation()
+
+
+class Runner:
+    """Runs a :class:`RunConfig` into a :class:`Store`."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        progress: bool = True,
+        model_factory: Callable[[RunConfig], ChatModel] | None = None,
+    ) -> None:
+        self.store = store
+        self.progress = progress
+        # Tests and benchmarks may inject a model; normally it is built from the spec's ref.
+        self.model_factory = model_factory or (lambda c: REGISTRY.create("model", c.agent.model))
+
+    async def run(self, config: RunConfig, *, resume: bool = False) -> RunSummary:
+        """Run (or resume) ``config``; returns the summary of every trajectory of the run."""
+        config_hash = config.config_hash()
+        run_id = self.store.find_resumable(config_hash) if resume else None
+        done: set[str] = set()
+        if run_id is None:
+            run_id = uuid.uuid4().hex[:12]
+            manifest = RunManifest(
+                run_id=run_id, env=config.env, agent_hash=config.agent.hash(),
+                task_ids=[t.id for t in config.tasks], epochs=config.epochs, seed=config.seed,
+                config_hash=config_hash, isolation=_isolation(),
+                extra={"concurrency": config.concurrency, "model": config.agent.model.name},
+            )
+            self.store.create_run(manifest, config.agent, config.tasks)
+        else:
+            # Infra errors are not verdicts: a resume attempts those episodes again.
+            self.store.discard_trajectories(run_id, RETRY_ON_RESUME)
+            done = self.store.finished_keys(run_id)
+        self.store.set_run_status(run_id, "running")
+        agent_hash = config.agent.hash()
+        todo = [
+            (task, epoch)
+            for epoch in range(config.epochs)
+            for task in config.tasks
+            if trajectory_key(task, agent_hash, epoch) not in done
+        ]
+        started = time.monotonic()
+        model = self.model_factory(config)
+        status = "interrupted"
+        try:
+            with RunProgress(total=len(config.tasks) * config.epochs, done=len(done),
+                             enabled=self.progress) as bar:
+                sem = asyncio.Semaphore(max(1, config.concurrency))
+
+                async def one(task: TaskSpec, epoch: int) -> None:
+                    async with sem:
+                        traj = await self._episode(config, model, run_id, task, epoch)
+                        await asyncio.to_thread(self.store.save_trajectory, traj)
+                        bar.advance(traj.outcome)
+
+                await _gather_or_cancel([one(t, e) for t, e in todo])
+            status = "finished"
+        except UserError:
+            status = "failed"
+            raise
+        finally:
+            await model.aclose()
+            wall = time.monotonic() - started
+            summary = RunSummary.of(
+                run_id, self.store.iter_trajectories(run_id, with_steps=False), wall
+            )
+            # Synchronous on purpose: the status is written even while Ctrl-C cancels tasks.
+            self.store.set_run_status(run_id, status, summary.model_dump(mode="json"))
+        return summary
+
+    async def _episode(
+        self, config: RunConfig, model: ChatModel, run_id: str, task: TaskSpec, epoch: int
+    ) -> Trajectory:
+        seed = config.attempt_seed(task, epoch)
+        traj = Trajectory(run_id=run_id, task=task, agent_hash=config.agent.hash(),
+                          epoch=epoch, seed=seed)
+
+        def count_retry(_: InfraError) -> None:
+            traj.infra_retries += 1
+
+        retrying = RetryingModel(model, config.retry, random.Random(seed), on_retry=count_retry)
+        agent = REGISTRY.create("agent", config.agent.agent)
+        env = REGISTRY.create("env", config.env)
+        try:
+            await agent.run(env, retrying, config.agent, traj)
+            traj.outcome = await env.outcome()
+        except InfraError as exc:
+            traj.outcome = Outcome(success=False, error_kind="infra", error=str(exc)[:2000])
+        except (UserError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # noqa: BLE001 — a harness bug must not be the agent's fault
+            tb = "".join(traceback.format_exception(exc, limit=-3))
+            traj.outcome = Outcome(success=False, error_kind="env", error=tb[-2000:])
+        finally:
+            await env.close()
+        if traj.ended_at is None:
+            traj.ended_at = datetime.now(UTC)
+        return traj
+
+
+async def _gather_or_cancel(coros: list[Coroutine[Any, Any, None]]) -> None:
+    """Run all; on the first exception (or cancellation) cancel the rest and re-raise."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -1,0 +1,101 @@
+"""RunSummary: the numbers a person reads at the end of a run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import BaseModel
+from rich.table import Table
+
+from sharpen.core.trajectory import Trajectory
+from sharpen.stats.intervals import wilson_interval
+
+
+class RunSummary(BaseModel):
+    """Aggregate of a run's trajectories. Errored attempts (``infra``, ``env``, ``judge``,
+    ``user_sim``) are excluded from the success rate and counted separately."""
+
+    run_id: str
+    """Run id."""
+    n_tasks: int
+    """Distinct tasks attempted."""
+    n_trajectories: int
+    """Trajectories stored."""
+    n_counted: int
+    """Trajectories that count toward success (completed, or failed by the agent)."""
+    n_success: int
+    """Successful trajectories."""
+    success_rate: float | None
+    """n_success / n_counted (``None`` when nothing counted)."""
+    ci_low: float
+    """Lower end of the 95% Wilson interval."""
+    ci_high: float
+    """Upper end of the 95% Wilson interval."""
+    errors: dict[str, int]
+    """Excluded attempts by error kind."""
+    invalid_actions: int
+    """Replies that held no valid action."""
+    infra_retries: int
+    """Model calls retried after infra errors."""
+    input_tokens: int
+    """Prompt tokens."""
+    output_tokens: int
+    """Completion tokens."""
+    cost_usd: float | None
+    """Dollars; ``None`` when any call's price was unknown."""
+    wall_seconds: float
+    """Wall time of the run (this invocation, plus earlier ones when resumed)."""
+
+    @classmethod
+    def of(cls, run_id: str, trajectories: Iterable[Trajectory], wall_seconds: float) -> RunSummary:
+        tasks: set[str] = set()
+        n = counted = success = invalid = retries = tin = tout = 0
+        cost: float | None = 0.0
+        errors: dict[str, int] = {}
+        for t in trajectories:
+            n += 1
+            tasks.add(t.task.hash())
+            invalid += t.invalid_actions
+            retries += t.infra_retries
+            tin += t.usage.input_tokens
+            tout += t.usage.output_tokens
+            cost = None if cost is None or t.usage.cost_usd is None else cost + t.usage.cost_usd
+            o = t.outcome
+            if o is None or not o.counts:
+                kind = o.error_kind if o is not None and o.error_kind else "unscored"
+                errors[kind] = errors.get(kind, 0) + 1
+                continue
+            counted += 1
+            success += int(o.success)
+        lo, hi = wilson_interval(success, counted)
+        return cls(
+            run_id=run_id, n_tasks=len(tasks), n_trajectories=n, n_counted=counted,
+            n_success=success, success_rate=success / counted if counted else None,
+            ci_low=lo, ci_high=hi, errors=errors, invalid_actions=invalid, infra_retries=retries,
+            input_tokens=tin, output_tokens=tout, cost_usd=cost, wall_seconds=wall_seconds,
+        )
+
+    def table(self, title: str = "Run summary") -> Table:
+        """A Rich table for the terminal."""
+        table = Table(title=title, show_header=False, title_justify="left")
+        table.add_column(style="bold")
+        table.add_column()
+        if self.success_rate is None:
+            rate = "n/a (no attempt completed)"
+        else:
+            rate = (
+                f"{self.n_success}/{self.n_counted} = {self.success_rate:.1%}  "
+                f"(95% Wilson CI {self.ci_low:.1%}–{self.ci_high:.1%})"
+            )
+        table.add_row("success", rate)
+        table.add_row("tasks × attempts", f"{self.n_tasks} tasks, {self.n_trajectories} trajectories")
+        errs = ", ".join(f"{k}: {v}" for k, v in sorted(self.errors.items())) or "none"
+        table.add_row("excluded (errors)", errs)
+        table.add_row("invalid actions", str(self.invalid_actions))
+        table.add_row("infra retries", str(self.infra_retries))
+        table.add_row("tokens", f"{self.input_tokens:,} in / {self.output_tokens:,} out")
+        table.add_row("cost", "unknown (no price for this model)" if self.cost_usd is None
+                      else f"${self.cost_usd:.4f}")
+        table.add_row("wall time", f"{self.wall_seconds:.1f} s")
+        table.add_row("run id", self.run_id)
+        return table

@@ -1,0 +1,40 @@
+"""Shared helpers: run the real `sharpen` CLI in a subprocess, small agent specs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+SHARPEN = [sys.executable, "-m", "sharpen.cli.main"]
+
+# Short replies and episodes keep the real 135M model fast enough for tests.
+SMALL_AGENT = {
+    "name": "small",
+    "model": {"name": "local"},
+    "params": {"temperature": 0.0, "max_tokens": 160},
+    "limits": {"max_steps": 2, "max_tokens": 4000, "max_seconds": 120},
+}
+
+
+def sharpen(
+    *args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``sharpen ARGS`` in ``cwd`` and return the finished process (text output)."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run(
+        [*SHARPEN, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+        timeout=timeout, stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture
+def small_agent(tmp_path: Path) -> Path:
+    """Path of an AgentSpec YAML with short replies and at most two turns."""
+    path = tmp_path / "small_agent.yaml"
+    path.write_text(yaml.safe_dump(SMALL_AGENT))
+    return path

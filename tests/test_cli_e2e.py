@@ -1,0 +1,79 @@
+"""`sharpen` end to end with the real embedded model: run, runs, show, export, user errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import sharpen
+
+from sharpen.store import Store
+
+pytestmark = pytest.mark.slow
+
+
+def test_run_show_export_with_the_embedded_model(tmp_path: Path, small_agent: Path) -> None:
+    res = sharpen("run", "code", "--tasks", "2", "--agent", str(small_agent), "--no-progress",
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "95% Wilson CI" in res.stdout and "run id" in res.stdout
+    store = Store(f"sqlite:///{tmp_path / '.sharpen' / 'sharpen.db'}")
+    [run] = store.list_runs()
+    assert run.status == "finished" and run.manifest.task_ids == ["HumanEval/0", "HumanEval/1"]
+    assert run.manifest.isolation != "unknown"
+    trajs = list(store.iter_trajectories(run.id))
+    assert len(trajs) == 2
+    for t in trajs:
+        assert t.outcome is not None and t.outcome.error_kind in (None, "agent")
+        assert t.usage.output_tokens > 0 and t.usage.cost_usd == 0.0
+        assert [m.role for m in t.messages[:3]] == ["system", "user", "assistant"]
+        assert 1 <= len(t.steps) <= 2
+
+    listing = sharpen("runs", cwd=tmp_path)
+    assert run.id in listing.stdout and "finished" in listing.stdout
+    shown = sharpen("show", run.id[:6], cwd=tmp_path)
+    assert shown.returncode == 0 and "HumanEval/1" in shown.stdout
+
+    out = tmp_path / "export.jsonl"
+    exp = sharpen("export", "latest", "--format", "jsonl", "-o", str(out), cwd=tmp_path)
+    assert exp.returncode == 0, exp.stderr
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == 2
+    for line in lines:
+        assert line["messages"][0]["role"] == "system"
+        assert line["tools"][0]["function"]["name"] == "submit"
+        assert line["outcome"]["success"] in (True, False)
+        submitted = next(s for s in store.iter_trajectories(run.id)
+                     if s.id == line["trajectory_id"])
+        if any(s.action for s in submitted.steps):  # a valid submission got test feedback
+            assert any(f["source"] == "execution" for f in line["feedback"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "fix"),
+    [
+        (["run", "nosuchenv"], "unknown env 'nosuchenv'", "known envs: code"),
+        (["run", "cod"], "unknown env 'cod'", "did you mean 'code'"),
+        (["run", "code", "--model", "nosuch"], "unknown model 'nosuch'", "known models"),
+        (["run", "code", "--agent", "missing.yaml"], "does not exist", "--agent"),
+        (["run", "code", "-E", "bogus=1"], "bad arguments for env 'code'", "argument names"),
+        (["run", "code", "-E", "novalue"], "is not KEY=VALUE", "key=value"),
+        (["show", "nope"], "nope", "sharpen runs"),
+        (["runs", "--store", "notaurl"], "notaurl", "--store"),
+        (["export", "latest", "--format", "csv"], "unknown export format", "jsonl"),
+    ],
+)
+def test_user_errors_are_one_clear_message(tmp_path: Path, args, message, fix) -> None:
+    res = sharpen(*args, cwd=tmp_path, timeout=120)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert message in res.stderr and fix in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_bad_agent_yaml_names_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("limits: {max_steps: many}\n")
+    res = sharpen("run", "code", "--agent", str(bad), cwd=tmp_path, timeout=120)
+    assert res.returncode == 2 and "limits.max_steps" in res.stderr
+    assert "Traceback" not in res.stderr

@@ -1,0 +1,60 @@
+"""SIGKILL `sharpen run` mid-run, resume, and find exactly tasks × epochs trajectories."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import SHARPEN, sharpen
+
+from sharpen.store import Store
+
+pytestmark = pytest.mark.slow
+
+TASKS, EPOCHS = 4, 2
+
+
+def _stored(db: Path) -> int:
+    if not db.exists():
+        return 0
+    store = Store(f"sqlite:///{db}")
+    try:
+        runs = store.list_runs()
+        return sum(1 for _ in store.iter_trajectories(runs[0].id, with_steps=False)) if runs else 0
+    finally:
+        store.close()
+
+
+def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path: Path, small_agent: Path):
+    args = ["run", "code", "-E", "source=generated", "--tasks", str(TASKS),
+            "--epochs", str(EPOCHS), "--concurrency", "2", "--agent", str(small_agent),
+            "--no-progress"]
+    db = tmp_path / ".sharpen" / "sharpen.db"
+    proc = subprocess.Popen([*SHARPEN, *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 400
+    while _stored(db) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert proc.poll() is None, "the run finished before it could be killed; make it longer"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = _stored(db)
+    assert 2 <= before < TASKS * EPOCHS
+
+    res = sharpen(*args, "--resume", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    store = Store(f"sqlite:///{db}")
+    [run] = store.list_runs()  # resumed the same run, did not start another
+    trajs = list(store.iter_trajectories(run.id, with_steps=False))
+    keys = Counter(t.key for t in trajs)
+    assert len(trajs) == TASKS * EPOCHS
+    assert max(keys.values()) == 1
+    assert {(t.task.id, t.epoch) for t in trajs} == {
+        (task_id, e) for task_id in run.manifest.task_ids for e in range(EPOCHS)
+    }
+    assert run.status == "finished"
