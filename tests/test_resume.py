@@ -58,3 +58,29 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path: Path, small_
         (task_id, e) for task_id in run.manifest.task_ids for e in range(EPOCHS)
     }
     assert run.status == "finished"
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_finished_work(tmp_path: Path, small_agent: Path):
+    args = ["run", "code", "-E", "source=generated", "--tasks", "6", "--concurrency", "1",
+            "--agent", str(small_agent), "--no-progress"]
+    db = tmp_path / ".sharpen" / "sharpen.db"
+    proc = subprocess.Popen([*SHARPEN, *args], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 400
+    while _stored(db) < 1 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert proc.poll() is None, "the run finished before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert "--resume" in out and "Traceback" not in err
+    store = Store(f"sqlite:///{db}")
+    [run] = store.list_runs()
+    assert run.status == "interrupted"
+    kept = list(store.iter_trajectories(run.id))
+    assert 1 <= len(kept) < 6 and all(t.outcome is not None for t in kept)
+
+    res = sharpen(*args, "--resume", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert len(list(store.iter_trajectories(run.id, with_steps=False))) == 6
+    assert store.get_run(run.id).status == "finished"

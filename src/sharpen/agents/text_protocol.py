@@ -19,11 +19,10 @@ from __future__ import annotations
 import json
 import re
 
+from sharpen.core.markdown import code_blocks
 from sharpen.core.messages import ToolSpec
 from sharpen.core.trajectory import Action
 
-_FENCE = re.compile(r"```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
-_OPEN_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n")
 _CODE_START = re.compile(r"^(def |class |import |from |async def |@)", re.MULTILINE)
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -52,7 +51,7 @@ def protocol_instructions(tools: list[ToolSpec]) -> str:
 
 
 def _json_action(text: str, tools: dict[str, ToolSpec]) -> Action | None:
-    candidates = [body for lang, body in _FENCE.findall(text) if lang.lower() in ("json", "")]
+    candidates = [b.body for b in code_blocks(text) if b.closed and b.lang in ("json", "")]
     match = _JSON_OBJECT.search(text)
     if match:
         candidates.append(match.group(0))
@@ -87,22 +86,22 @@ def parse_text_action(text: str, tools: list[ToolSpec], *, cut_off: bool = False
         )
     tool = text_tools[0]
     assert tool.text_argument is not None
-    blocks = [body for lang, body in _FENCE.findall(text) if lang.lower() != "json"]
+    found = [b for b in code_blocks(text) if b.lang != "json"]
+    blocks = [b.body for b in found if b.closed]
     if blocks:
         with_def = [b for b in blocks if _CODE_START.search(b)]
         code = (with_def or blocks)[0]
         if code.strip():
             return Action(tool=tool.name, arguments={tool.text_argument: code})
-    if _OPEN_FENCE.search(text) and not blocks:
+    elif found:  # only an unclosed fence
         if cut_off:
             raise ParseError(
                 "Your reply was cut off before the code block was closed. "
                 "Write shorter code, without explanations."
             )
         # An unclosed fence at a natural stop: take everything after it.
-        code = _OPEN_FENCE.split(text, maxsplit=1)[1]
-        if code.strip():
-            return Action(tool=tool.name, arguments={tool.text_argument: code})
+        if found[-1].body.strip():
+            return Action(tool=tool.name, arguments={tool.text_argument: found[-1].body})
     start = _CODE_START.search(text)
     if start:
         return Action(tool=tool.name, arguments={tool.text_argument: text[start.start():]})

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import textwrap
 
+from sharpen.core.markdown import code_blocks
 from sharpen.core.messages import ToolSpec
 from sharpen.core.trajectory import Action
 from sharpen.envs.code.problem import CodeProblem
@@ -48,8 +49,6 @@ SUBMIT = ToolSpec(
     text_argument="code",
 )
 """The one tool of the code environment."""
-
-_FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
 def submit_error(action: Action) -> str | None:
@@ -77,7 +76,7 @@ def extract_code(text: str, entry_point: str) -> str:
     """The code inside ``text`` (see the module doc for the fence rules)."""
     if "```" not in text:
         return text
-    blocks = _FENCE.findall(text)
+    blocks = [b.body for b in code_blocks(text)]
     if not blocks:
         return text.replace("```", "")
     for block in blocks:
