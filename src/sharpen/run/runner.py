@@ -20,6 +20,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,7 +34,7 @@ from sharpen.models.base import ChatModel
 from sharpen.run.config import RunConfig
 from sharpen.run.progress import RunProgress
 from sharpen.run.retry import RetryingModel
-from sharpen.run.summary import RunSummary
+from sharpen.run.summary import RunSummary, SummaryBuilder
 from sharpen.store import Store
 
 RETRY_ON_RESUME = ("infra",)
@@ -89,17 +90,29 @@ class Runner:
         ]
         started = time.monotonic()
         model = self.model_factory(config)
+        tally = SummaryBuilder()
+        if done:
+            for t in self.store.iter_trajectories(run_id, with_steps=False):
+                tally.add(t)
+        # One thread does every store write: episodes never wait on the database (their
+        # slot is free while the write runs), and writers never contend for SQLite's lock.
+        writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sharpen-store")
         status = "interrupted"
         try:
             with RunProgress(total=len(config.tasks) * config.epochs, done=len(done),
                              enabled=self.progress) as bar:
                 sem = asyncio.Semaphore(max(1, config.concurrency))
+                loop = asyncio.get_running_loop()
 
                 async def one(task: TaskSpec, epoch: int) -> None:
                     async with sem:
-                        traj = await self._episode(config, model, run_id, task, epoch)
-                        await asyncio.to_thread(self.store.save_trajectory, traj)
-                        bar.advance(traj.outcome)
+                        traj = await self._episode(config, agent_hash, model, run_id, task, epoch)
+                    # Shielded: a finished episode is saved even if Ctrl-C cancels us now.
+                    await asyncio.shield(
+                        loop.run_in_executor(writes, self.store.save_trajectory, traj)
+                    )
+                    tally.add(traj)
+                    bar.advance(traj.outcome)
 
                 await _gather_or_cancel([one(t, e) for t, e in todo])
             status = "finished"
@@ -107,21 +120,19 @@ class Runner:
             status = "failed"
             raise
         finally:
+            writes.shutdown(wait=True)  # every finished episode is stored before we report
             await model.aclose()
-            wall = time.monotonic() - started
-            summary = RunSummary.of(
-                run_id, self.store.iter_trajectories(run_id, with_steps=False), wall
-            )
+            summary = tally.build(run_id, time.monotonic() - started)
             # Synchronous on purpose: the status is written even while Ctrl-C cancels tasks.
             self.store.set_run_status(run_id, status, summary.model_dump(mode="json"))
         return summary
 
     async def _episode(
-        self, config: RunConfig, model: ChatModel, run_id: str, task: TaskSpec, epoch: int
+        self, config: RunConfig, agent_hash: str, model: ChatModel, run_id: str,
+        task: TaskSpec, epoch: int,
     ) -> Trajectory:
         seed = config.attempt_seed(task, epoch)
-        traj = Trajectory(run_id=run_id, task=task, agent_hash=config.agent.hash(),
-                          epoch=epoch, seed=seed)
+        traj = Trajectory(run_id=run_id, task=task, agent_hash=agent_hash, epoch=epoch, seed=seed)
 
         def count_retry(_: InfraError) -> None:
             traj.infra_retries += 1

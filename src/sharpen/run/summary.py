@@ -44,36 +44,15 @@ class RunSummary(BaseModel):
     cost_usd: float | None
     """Dollars; ``None`` when any call's price was unknown."""
     wall_seconds: float
-    """Wall time of the run (this invocation, plus earlier ones when resumed)."""
+    """Wall time of this invocation of the run (a resume reports its own)."""
 
     @classmethod
     def of(cls, run_id: str, trajectories: Iterable[Trajectory], wall_seconds: float) -> RunSummary:
-        tasks: set[str] = set()
-        n = counted = success = invalid = retries = tin = tout = 0
-        cost: float | None = 0.0
-        errors: dict[str, int] = {}
+        """The summary of ``trajectories``."""
+        builder = SummaryBuilder()
         for t in trajectories:
-            n += 1
-            tasks.add(t.task.hash())
-            invalid += t.invalid_actions
-            retries += t.infra_retries
-            tin += t.usage.input_tokens
-            tout += t.usage.output_tokens
-            cost = None if cost is None or t.usage.cost_usd is None else cost + t.usage.cost_usd
-            o = t.outcome
-            if o is None or not o.counts:
-                kind = o.error_kind if o is not None and o.error_kind else "unscored"
-                errors[kind] = errors.get(kind, 0) + 1
-                continue
-            counted += 1
-            success += int(o.success)
-        lo, hi = wilson_interval(success, counted)
-        return cls(
-            run_id=run_id, n_tasks=len(tasks), n_trajectories=n, n_counted=counted,
-            n_success=success, success_rate=success / counted if counted else None,
-            ci_low=lo, ci_high=hi, errors=errors, invalid_actions=invalid, infra_retries=retries,
-            input_tokens=tin, output_tokens=tout, cost_usd=cost, wall_seconds=wall_seconds,
-        )
+            builder.add(t)
+        return builder.build(run_id, wall_seconds)
 
     def table(self, title: str = "Run summary") -> Table:
         """A Rich table for the terminal."""
@@ -99,3 +78,45 @@ class RunSummary(BaseModel):
         table.add_row("wall time", f"{self.wall_seconds:.1f} s")
         table.add_row("run id", self.run_id)
         return table
+
+
+class SummaryBuilder:
+    """Accumulates trajectories one at a time (only their counts are kept, never their
+    messages) and builds a :class:`RunSummary`."""
+
+    def __init__(self) -> None:
+        self.tasks: set[str] = set()
+        self.n = self.counted = self.success = self.invalid = self.retries = 0
+        self.input_tokens = self.output_tokens = 0
+        self.cost: float | None = 0.0
+        self.errors: dict[str, int] = {}
+
+    def add(self, t: Trajectory) -> None:
+        """Count one trajectory."""
+        self.n += 1
+        self.tasks.add(t.task.hash())
+        self.invalid += t.invalid_actions
+        self.retries += t.infra_retries
+        self.input_tokens += t.usage.input_tokens
+        self.output_tokens += t.usage.output_tokens
+        if self.cost is not None:
+            self.cost = None if t.usage.cost_usd is None else self.cost + t.usage.cost_usd
+        o = t.outcome
+        if o is None or not o.counts:
+            kind = o.error_kind if o is not None and o.error_kind else "unscored"
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+            return
+        self.counted += 1
+        self.success += int(o.success)
+
+    def build(self, run_id: str, wall_seconds: float) -> RunSummary:
+        """The summary of everything added so far."""
+        lo, hi = wilson_interval(self.success, self.counted)
+        return RunSummary(
+            run_id=run_id, n_tasks=len(self.tasks), n_trajectories=self.n,
+            n_counted=self.counted, n_success=self.success,
+            success_rate=self.success / self.counted if self.counted else None,
+            ci_low=lo, ci_high=hi, errors=dict(self.errors), invalid_actions=self.invalid,
+            infra_retries=self.retries, input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens, cost_usd=self.cost, wall_seconds=wall_seconds,
+        )

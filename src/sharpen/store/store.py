@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Self
 
-from sqlalchemy import Connection, and_, delete, exists, func, insert, select, tuple_, update
+from sqlalchemy import Connection, and_, delete, func, insert, select, tuple_, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from sharpen.core.agent_spec import AgentSpec
@@ -219,34 +219,62 @@ class Store:
         ``ValueError`` and nothing is written. The task is added to ``tasks`` if new (a task
         already stored under the same hash keeps its stored split and metadata).
         """
-        bad = [fb.id for fb in t.feedback if fb.target.trajectory_id != t.id]
-        if bad:
-            raise ValueError(f"feedback {bad} of trajectory {t.id} targets another trajectory")
-        if len({s.index for s in t.steps}) != len(t.steps):
-            raise ValueError(f"trajectory {t.id} has repeated step indexes")
+        return self.save_trajectories([t])[0]
+
+    def save_trajectories(self, ts: Sequence[Trajectory]) -> list[bool]:
+        """Save several trajectories in one transaction (what :meth:`save_trajectory` does
+        for each, batched: one commit instead of one per trajectory). Returns, per
+        trajectory, whether it was written (``False``: its key was already stored, or an
+        earlier one in the batch has the same key). Invalid input raises ``ValueError``
+        before anything is written."""
+        for t in ts:
+            bad = [fb.id for fb in t.feedback if fb.target.trajectory_id != t.id]
+            if bad:
+                raise ValueError(f"feedback {bad} of trajectory {t.id} targets another trajectory")
+            if len({s.index for s in t.steps}) != len(t.steps):
+                raise ValueError(f"trajectory {t.id} has repeated step indexes")
+        if not ts:
+            return []
         try:
             with write_begin(self._engine) as conn:
-                if self._has_key(conn, t.run_id, t.key):
-                    return False
-                if conn.execute(select(runs.c.id).where(runs.c.id == t.run_id)).first() is None:
-                    raise ValueError(f"run {t.run_id!r} does not exist; call create_run first")
-                insert_ignore(conn, task_table, [codec.task_row(t.task)])
-                conn.execute(insert(_T), [codec.trajectory_row(t)])
-                if t.steps:
-                    conn.execute(insert(steps), [codec.step_row(t.id, s) for s in t.steps])
-                if t.feedback:
-                    conn.execute(
-                        insert(feedback),
-                        [codec.feedback_row(fb, i) for i, fb in enumerate(t.feedback)],
-                    )
+                return self._insert_new(conn, ts)
         except IntegrityError:
-            # Another writer saved the same key between our check and insert (backends
-            # without SQLite's whole-database write lock).
-            with read_begin(self._engine) as conn:
-                if self._has_key(conn, t.run_id, t.key):
-                    return False
-            raise
-        return True
+            # Another writer saved one of these keys between our check and insert (backends
+            # without SQLite's whole-database write lock): retry, skipping what is there now.
+            with write_begin(self._engine) as conn:
+                return self._insert_new(conn, ts)
+
+    def _insert_new(self, conn: Connection, ts: Sequence[Trajectory]) -> list[bool]:
+        run_ids = {t.run_id for t in ts}
+        known = set(conn.execute(select(runs.c.id).where(runs.c.id.in_(run_ids))).scalars())
+        if run_ids - known:
+            missing = sorted(run_ids - known)
+            raise ValueError(f"run {missing[0]!r} does not exist; call create_run first")
+        stored = set(conn.execute(
+            select(_T.c.run_id, _T.c.key).where(
+                tuple_(_T.c.run_id, _T.c.key).in_([(t.run_id, t.key) for t in ts])
+            )
+        ).all())
+        written: list[bool] = []
+        new: list[Trajectory] = []
+        for t in ts:
+            ok = (t.run_id, t.key) not in stored
+            stored.add((t.run_id, t.key))
+            written.append(ok)
+            if ok:
+                new.append(t)
+        if not new:
+            return written
+        tasks = unique_tasks(x.task for x in new)
+        insert_ignore(conn, task_table, [codec.task_row(t) for t in tasks])
+        conn.execute(insert(_T), [codec.trajectory_row(t) for t in new])
+        step_rows = [codec.step_row(t.id, s) for t in new for s in t.steps]
+        if step_rows:
+            conn.execute(insert(steps), step_rows)
+        fb_rows = [codec.feedback_row(fb, i) for t in new for i, fb in enumerate(t.feedback)]
+        if fb_rows:
+            conn.execute(insert(feedback), fb_rows)
+        return written
 
     def finished_keys(self, run_id: str) -> set[str]:
         """Keys (``Trajectory.key``) of every trajectory saved in the run; resume skips them."""
@@ -316,11 +344,6 @@ class Store:
             if len(rows) < batch_size:
                 return
             cursor = (rows[-1]["started_at"], rows[-1]["id"])
-
-    @staticmethod
-    def _has_key(conn: Connection, run_id: str, key: str) -> bool:
-        q = select(exists().where(_T.c.run_id == run_id, _T.c.key == key))
-        return bool(conn.execute(q).scalar())
 
     # -- feedback -------------------------------------------------------------------------
 

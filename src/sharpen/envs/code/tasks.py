@@ -8,6 +8,8 @@ content given only the stored TaskSpec.
 
 from __future__ import annotations
 
+import functools
+
 from sharpen.core.errors import UserError
 from sharpen.core.task import TaskSpec
 from sharpen.envs.code import generator, humaneval
@@ -42,4 +44,11 @@ def materialize(task: TaskSpec) -> CodeProblem:
                         "run it with its own environment")
     if task_source(task) == humaneval.SOURCE:
         return humaneval.humaneval_problem(task.id)
+    return _generated(task)
+
+
+@functools.lru_cache(maxsize=4096)
+def _generated(task: TaskSpec) -> CodeProblem:
+    # Generating compiles and runs the reference (~0.5 ms); epochs and re-scoring ask for the
+    # same task again. Callers share the cached problem and must not mutate it.
     return FunctionTaskGenerator().materialize(task)
