@@ -250,11 +250,14 @@ class Store:
         if run_ids - known:
             missing = sorted(run_ids - known)
             raise ValueError(f"run {missing[0]!r} does not exist; call create_run first")
-        stored = set(conn.execute(
-            select(_T.c.run_id, _T.c.key).where(
-                tuple_(_T.c.run_id, _T.c.key).in_([(t.run_id, t.key) for t in ts])
+        stored = {
+            (r.run_id, r.key)
+            for r in conn.execute(
+                select(_T.c.run_id, _T.c.key).where(
+                    tuple_(_T.c.run_id, _T.c.key).in_([(t.run_id, t.key) for t in ts])
+                )
             )
-        ).all())
+        }
         written: list[bool] = []
         new: list[Trajectory] = []
         for t in ts:
