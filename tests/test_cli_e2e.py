@@ -77,3 +77,19 @@ def test_bad_agent_yaml_names_the_field(tmp_path: Path) -> None:
     res = sharpen("run", "code", "--agent", str(bad), cwd=tmp_path, timeout=120)
     assert res.returncode == 2 and "limits.max_steps" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_dead_endpoint_stops_the_run_with_one_message(tmp_path: Path) -> None:
+    from servers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    res = sharpen("run", "code", "--base-url", url, "--tasks", "8", "--retries", "1",
+                  "--retry-delay", "0.01", "--no-progress", cwd=tmp_path, timeout=120)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "infra errors" in res.stderr and url in res.stderr and "--resume" in res.stderr
+    assert "Traceback" not in res.stderr
+    store = Store(f"sqlite:///{tmp_path / '.sharpen' / 'sharpen.db'}")
+    [run] = store.list_runs()
+    assert run.status == "failed"
+    kept = list(store.iter_trajectories(run.id, with_steps=False))
+    assert kept and all(t.outcome.error_kind == "infra" for t in kept)

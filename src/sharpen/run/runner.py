@@ -41,6 +41,29 @@ RETRY_ON_RESUME = ("infra",)
 """Error kinds whose episodes ``resume`` runs again instead of keeping."""
 
 
+class NoModel:
+    """Stands in for the model of an agent that declares ``needs_model = False`` (the
+    ``null`` and ``reference`` baselines): nothing is loaded, and a call is a bug."""
+
+    name = "none"
+    supports_tools = False
+
+    async def complete(self, messages: Any, tools: Any = None, params: Any = None) -> Any:
+        raise RuntimeError("an agent that declared needs_model = False called the model")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def build_model(config: RunConfig) -> ChatModel:
+    """The run's model from the spec's ref — or :class:`NoModel` when the agent plug-in
+    declares ``needs_model = False``."""
+    agent_cls = REGISTRY.get("agent", config.agent.agent.name)
+    if not getattr(agent_cls, "needs_model", True):
+        return NoModel()
+    return REGISTRY.create("model", config.agent.model)
+
+
 def _isolation() -> str:
     from sharpen.sandbox.local import detect_isolation
 
@@ -60,7 +83,7 @@ class Runner:
         self.store = store
         self.progress = progress
         # Tests and benchmarks may inject a model; normally it is built from the spec's ref.
-        self.model_factory = model_factory or (lambda c: REGISTRY.create("model", c.agent.model))
+        self.model_factory = model_factory or build_model
 
     async def run(self, config: RunConfig, *, resume: bool = False) -> RunSummary:
         """Run (or resume) ``config``; returns the summary of every trajectory of the run."""
@@ -103,6 +126,9 @@ class Runner:
                              enabled=self.progress) as bar:
                 sem = asyncio.Semaphore(max(1, config.concurrency))
                 loop = asyncio.get_running_loop()
+                breaker = _InfraBreaker(
+                    limit=max(1, min(len(todo), max(INFRA_STREAK_LIMIT, config.concurrency)))
+                )
 
                 async def one(task: TaskSpec, epoch: int) -> None:
                     async with sem:
@@ -113,6 +139,7 @@ class Runner:
                     )
                     tally.add(traj)
                     bar.advance(traj.outcome)
+                    breaker.record(traj)
 
                 await _gather_or_cancel([one(t, e) for t, e in todo])
             status = "finished"
@@ -155,6 +182,35 @@ class Runner:
         if traj.ended_at is None:
             traj.ended_at = datetime.now(UTC)
         return traj
+
+
+INFRA_STREAK_LIMIT = 3
+"""Episodes in a row lost to infra errors, with none completed before, that stop a run."""
+
+
+class _InfraBreaker:
+    """Stops a run whose endpoint is plainly down (a wrong URL, a server not started)
+    instead of burning every episode on retries: after ``limit`` infra-failed episodes in a
+    row, before any episode completed, it raises a UserError naming the last error. Once an
+    episode has completed, later infra errors are only recorded (transient outages)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.streak = 0
+        self.completed = False
+
+    def record(self, traj: Trajectory) -> None:
+        o = traj.outcome
+        if o is None or o.error_kind != "infra":
+            self.completed = True
+            return
+        self.streak += 1
+        if not self.completed and self.streak >= self.limit:
+            raise UserError(
+                f"the first {self.streak} episodes all failed with infra errors; last: {o.error}",
+                "check that the model endpoint is up and --base-url is right, then rerun the "
+                "same command with --resume",
+            )
 
 
 async def _gather_or_cancel(coros: list[Coroutine[Any, Any, None]]) -> None:
