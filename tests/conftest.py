@@ -38,3 +38,21 @@ def small_agent(tmp_path: Path) -> Path:
     path = tmp_path / "small_agent.yaml"
     path.write_text(yaml.safe_dump(SMALL_AGENT))
     return path
+
+
+def procs_with(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose command line contains ``marker``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read()
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmd and state not in (b"Z", b"X"):
+            found.append(int(pid))
+    return found

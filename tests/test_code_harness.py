@@ -19,6 +19,7 @@ import uuid
 from importlib.resources import files
 
 import pytest
+from conftest import procs_with
 
 from sharpen.envs.code.problem import CodeProblem
 from sharpen.envs.code.verifier import TestReport, run_tests
@@ -70,22 +71,6 @@ async def hostile(program: str, mode: str, timeout: float = 3.0) -> TestReport:
     assert not report.all_passed
     return report
 
-
-def procs_with(marker: str) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmd = fh.read()
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmd and state not in (b"Z", b"X"):
-            found.append(int(pid))
-    return found
 
 
 # --------------------------------------------------------------------------- basics

@@ -7,6 +7,7 @@ import time
 import uuid
 
 import pytest
+from conftest import procs_with
 
 from sharpen.sandbox.local import LABELS, LocalSandbox, bwrap_usable, detect_isolation
 
@@ -20,23 +21,6 @@ def make_sandbox(mode: str, **kwargs: object) -> LocalSandbox:
         return LocalSandbox(use_bwrap=True, **kwargs)  # type: ignore[arg-type]
     return LocalSandbox(use_bwrap=False, **kwargs)  # type: ignore[arg-type]
 
-
-def procs_with(marker: str) -> list[int]:
-    """Live processes whose command line contains ``marker``."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmd = fh.read()
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmd and state not in (b"Z", b"X"):
-            found.append(int(pid))
-    return found
 
 
 @pytest.mark.parametrize("mode", MODES)
