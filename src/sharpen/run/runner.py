@@ -149,6 +149,11 @@ class Runner:
         finally:
             writes.shutdown(wait=True)  # every finished episode is stored before we report
             await model.aclose()
+            if status != "finished":
+                # Episodes saved while being cancelled never reached the tally: recount.
+                tally = SummaryBuilder()
+                for t in self.store.iter_trajectories(run_id, with_steps=False):
+                    tally.add(t)
             summary = tally.build(run_id, time.monotonic() - started)
             # Synchronous on purpose: the status is written even while Ctrl-C cancels tasks.
             self.store.set_run_status(run_id, status, summary.model_dump(mode="json"))
