@@ -7,7 +7,7 @@ import sys
 import typer
 from rich.console import Console
 
-from sharpen.cli import browse, envs_cmd, run_cmd
+from sharpen.cli import browse, compare_cmd, envs_cmd, report_cmd, run_cmd, view_cmd
 from sharpen.core.errors import UserError
 
 app = typer.Typer(
@@ -22,6 +22,9 @@ app.command("run")(run_cmd.run)
 app.command("runs")(browse.runs)
 app.command("show")(browse.show)
 app.command("export")(browse.export)
+app.command("report")(report_cmd.report)
+app.command("compare")(compare_cmd.compare)
+app.command("view")(view_cmd.view)
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,10 @@ from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.run import RetryPolicy, RunConfig, Runner
+
+if TYPE_CHECKING:
+    from sharpen.envs.base import Environment
+    from sharpen.store import Store
 
 
 def _model_ref(spec: AgentSpec, model: str | None, base_url: str | None, model_name: str | None,
@@ -29,6 +33,36 @@ def _model_ref(spec: AgentSpec, model: str | None, base_url: str | None, model_n
     args.update(model_args)
     REGISTRY.get("model", name)  # unknown names fail here, with suggestions
     return PluginRef(name=name, args=args)
+
+
+def _with_agent(spec: AgentSpec, name: str, *, named: bool, model_flags: bool) -> AgentSpec:
+    """``spec`` run by agent plug-in ``name``; an agent that needs no model gets the model
+    ref ``none`` (unless model flags were given) and no params or components."""
+    cls = REGISTRY.get("agent", name)  # unknown names fail here, with suggestions
+    update: dict = {"agent": PluginRef(name=name)}
+    if named:
+        update["name"] = name
+    if not getattr(cls, "needs_model", True) and not model_flags:
+        update.update(model=PluginRef(name="none"), params={}, components={})
+    return spec.model_copy(update=update)
+
+
+def _print_power_plan(console: Console, st: Store, environment: Environment, env_ref: PluginRef,
+                      effect: float, tasks: int, epochs: int, split: str | None, seed: int) -> None:
+    """Tasks × epochs needed for ``effect`` (pilot: the newest comparable stored run), and a
+    warning when the chosen design is too small — with how many tasks the env can list."""
+    from sharpen.cli.report_cmd import power_lines
+    from sharpen.stats.pilot import find_pilot
+    from sharpen.stats.power import plan
+
+    p = plan(find_pilot(st, env_ref), effect, tasks=tasks, epochs=epochs)
+    available = None
+    if p.enough is False:
+        need = next(r.tasks for r in p.rows if r.epochs == epochs)
+        available = len(environment.list_tasks(split=split, limit=need, seed=seed))
+    console.print("[bold]power plan[/]")
+    for line in power_lines(p, available):
+        console.print(f"  {line}", highlight=False)
 
 
 def run(
@@ -48,6 +82,10 @@ def run(
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
     agent: Annotated[Path | None, typer.Option(
         "--agent", help="AgentSpec YAML (model, params, components, limits).")] = None,
+    agent_name: Annotated[str | None, typer.Option(
+        "--agent-name", help="Agent plug-in: tool (default), null (submits nothing) or reference "
+                             "(submits the env's reference solution); null and reference need no model.")
+    ] = None,
     env_arg: Annotated[list[str] | None, typer.Option(
         "--env-arg", "-E", help="Environment args, KEY=VALUE (e.g. max_submissions=2).")] = None,
     seed: Annotated[int, typer.Option(help="Base seed.")] = 0,
@@ -57,11 +95,18 @@ def run(
         "--resume", help="Continue the newest run with the same config; skip finished work.")
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    target_effect: Annotated[float | None, typer.Option(
+        "--target-effect", min=0.001, max=1.0,
+        help="Before running, print the tasks × epochs needed to detect this difference (a rate, "
+             "0.1 = 10 points) and warn if --tasks/--epochs are too few.")] = None,
     store: StoreOpt = None,
 ) -> None:
     """Run an agent on an environment's tasks and print a summary."""
     console = Console()
     spec = AgentSpec.load(agent) if agent else AgentSpec()
+    if agent_name is not None:
+        spec = _with_agent(spec, agent_name, named=agent is None,
+                           model_flags=any((model, base_url, model_name, model_arg)))
     ref = _model_ref(spec, model, base_url, model_name, parse_kv(model_arg, "--model-arg"))
     spec = spec.model_copy(update={"model": ref})
     env_ref = PluginRef(name=env, args=parse_kv(env_arg, "--env-arg"))
@@ -81,6 +126,9 @@ def run(
         f" · {len(task_list)} tasks × {epochs} epochs · concurrency {concurrency}"
         f" · store {st.url}"
     )
+    if target_effect is not None:
+        _print_power_plan(console, st, environment, env_ref, target_effect, len(task_list), epochs,
+                          split, seed)
     try:
         summary = asyncio.run(Runner(st, progress=progress).run(config, resume=resume))
     except KeyboardInterrupt:

@@ -32,7 +32,7 @@ KINDS = ("env", "agent", "model", "proposer", "judge", "verifier")
 # fast and lets optional dependencies (llama.cpp) stay optional.
 _BUILTIN_MODULES: dict[str, tuple[str, ...]] = {
     "env": ("sharpen.envs.code",),
-    "agent": ("sharpen.agents.tool_agent",),
+    "agent": ("sharpen.agents.tool_agent", "sharpen.agents.baselines"),
     "model": ("sharpen.models.local", "sharpen.models.openai_compat", "sharpen.models.replay"),
     "verifier": ("sharpen.envs.code",),
 }

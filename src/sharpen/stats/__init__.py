@@ -1,5 +1,27 @@
-"""Statistics over stored trajectories."""
+"""Statistics over stored trajectories: evaluation you can trust.
 
-from sharpen.stats.intervals import wilson_interval
+One concept per module:
 
-__all__ = ["wilson_interval"]
+- :mod:`~sharpen.stats.intervals` — :class:`Interval`, Wilson, normal/t quantiles
+- :mod:`~sharpen.stats.taskdata` — :class:`TaskTable`, a run reduced to one row per task
+- :mod:`~sharpen.stats.passk` — pass@k and pass^k estimators
+- :mod:`~sharpen.stats.clustered` — means of per-task values with cluster-robust SEs
+- :mod:`~sharpen.stats.bootstrap` — the bootstrap over clusters
+- :mod:`~sharpen.stats.accuracy` — mean success, pass@k, pass^k with intervals
+- :mod:`~sharpen.stats.mcnemar` — McNemar's test, Newcombe's paired interval
+- :mod:`~sharpen.stats.paired` — paired comparison of two runs, verdict in words
+- :mod:`~sharpen.stats.multiple` — Holm's adjustment
+- :mod:`~sharpen.stats.power` — tasks × epochs needed, smallest detectable effect
+- :mod:`~sharpen.stats.cost` — cost per task / per success, Pareto frontier
+- :mod:`~sharpen.stats.plot` — the frontier as PNG and SVG (matplotlib, optional)
+- :mod:`~sharpen.stats.reliability` — consistency, robustness, calibration, safety
+- :mod:`~sharpen.stats.validity` — null-agent ceiling, reference-agent floor
+- :mod:`~sharpen.stats.report` / :mod:`~sharpen.stats.compare` — what the CLI prints
+
+docs/evaluation.md defines every number.
+"""
+
+from sharpen.stats.intervals import Interval, wilson, wilson_interval
+from sharpen.stats.passk import pass_at_k, pass_hat_k
+
+__all__ = ["Interval", "pass_at_k", "pass_hat_k", "wilson", "wilson_interval"]

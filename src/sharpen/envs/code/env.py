@@ -165,6 +165,13 @@ class CodeEnv:
         """The verdict so far: the last valid submission's report (see :mod:`score`)."""
         return outcome_from_report(self._report, self._submissions)
 
+    def reference_solution(self, task: TaskSpec) -> str | None:
+        """The known-correct answer to ``task``, as the ``code`` argument of ``submit``: the
+        complete program of the canonical solution (HumanEval's ``prompt +
+        canonical_solution``, the generator's reference), or ``None`` when unknown. This is
+        the hook the ``reference`` agent of :mod:`sharpen.agents.baselines` submits."""
+        return materialize(task).reference
+
     async def close(self) -> None:
         """Nothing to release: each test run owns and removes its sandbox."""
         self._problem = None

@@ -1,0 +1,118 @@
+"""Baseline agents that need no model: ``null`` and ``reference``.
+
+They exist for the validity checks of :mod:`sharpen.stats.validity`: an environment whose
+checker lets the ``null`` agent succeed, or fails the ``reference`` agent, measures its
+checker rather than the agent. Both declare ``needs_model = False``, so the runner builds no
+model for them (``sharpen run ENV --agent-name null`` loads no weights and calls no server).
+
+- ``null`` — resets the environment and submits an empty answer once: the empty string as
+  the ``text_argument`` of the environment's answer tool (for ``code``: ``submit(code="")``),
+  or a call with no arguments. It must fail everywhere.
+- ``reference`` — submits the environment's reference solution once. The environment
+  provides it through an optional hook, ``reference_solution(task) -> str | None``. An
+  environment without the hook cannot be checked this way (:class:`UserError`); a task whose
+  reference is ``None`` raises :class:`NoReferenceError`, which the runner stores as an
+  ``env`` error (excluded from the success rate, never the agent's fault).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.errors import UserError
+from sharpen.core.messages import Message, ToolSpec
+from sharpen.core.registry import register
+from sharpen.core.trajectory import Action, Step, Trajectory
+from sharpen.envs.base import Environment
+from sharpen.models.base import ChatModel
+
+
+class NoReferenceError(RuntimeError):
+    """The environment knows no reference solution for this task."""
+
+
+def answer_tool(tools: list[ToolSpec]) -> ToolSpec | None:
+    """The tool an answer goes to: the one with a ``text_argument``, else the first tool."""
+    text = [t for t in tools if t.text_argument]
+    return text[0] if text else (tools[0] if tools else None)
+
+
+async def act(env: Environment, trajectory: Trajectory, reply: str, action: Action | None) -> None:
+    """Record one step: the assistant ``reply``, ``action`` applied to ``env`` (if any) and
+    its answer, feedback attached to the trajectory."""
+    index = len(trajectory.steps)
+    step = Step(index=index, messages=[Message(role="assistant", content=reply)], action=action)
+    if action is not None:
+        result = await env.step(action)
+        step.observation = result.observation
+        step.reward = result.reward
+        step.terminated = result.terminated
+        step.truncated = result.truncated
+        step.info = result.info
+        step.messages.append(Message(role="user", content=result.observation))
+        if result.info.get("invalid"):
+            trajectory.invalid_actions += 1
+            step.invalid_action = result.observation
+        trajectory.feedback.extend(
+            fb.model_copy(update={"target": fb.target.model_copy(update={
+                "run_id": trajectory.run_id, "trajectory_id": trajectory.id, "step_index": index,
+            })})
+            for fb in result.feedback
+        )
+    trajectory.messages.extend(step.messages)
+    trajectory.steps.append(step)
+
+
+@register("agent", "null")
+class NullAgent:
+    """Submits an empty answer once (see the module doc)."""
+
+    needs_model = False
+    """The runner builds no model for this agent."""
+
+    async def run(
+        self, env: Environment, model: ChatModel, spec: AgentSpec, trajectory: Trajectory
+    ) -> None:
+        """One empty submission; the caller sets the outcome."""
+        obs, _ = await env.reset(trajectory.task)
+        trajectory.messages = [Message(role="user", content=obs)]
+        tool = answer_tool(env.tools)
+        action = None
+        if tool is not None:
+            args = {tool.text_argument: ""} if tool.text_argument else {}
+            action = Action(tool=tool.name, arguments=args)
+        await act(env, trajectory, "", action)
+        trajectory.ended_at = datetime.now(UTC)
+
+
+@register("agent", "reference")
+class ReferenceAgent:
+    """Submits the environment's reference solution once (see the module doc)."""
+
+    needs_model = False
+    """The runner builds no model for this agent."""
+
+    async def run(
+        self, env: Environment, model: ChatModel, spec: AgentSpec, trajectory: Trajectory
+    ) -> None:
+        """One submission of ``env.reference_solution(task)``; the caller sets the outcome."""
+        hook = getattr(env, "reference_solution", None)
+        if hook is None:
+            raise UserError(
+                f"environment {type(env).__name__} declares no reference solutions",
+                "the reference agent needs an environment with a reference_solution(task) hook "
+                "(see docs/evaluation.md, 'Validity checks')",
+            )
+        obs, _ = await env.reset(trajectory.task)
+        trajectory.messages = [Message(role="user", content=obs)]
+        solution = hook(trajectory.task)
+        if solution is None:
+            raise NoReferenceError(f"no reference solution for task {trajectory.task.id!r}")
+        tool = answer_tool(env.tools)
+        if tool is None or tool.text_argument is None:
+            raise UserError(f"environment {type(env).__name__} has no tool that takes a text answer",
+                            "the reference agent submits through the tool with a text_argument")
+        action = Action(tool=tool.name, arguments={tool.text_argument: solution})
+        await act(env, trajectory, f"```python\n{solution.rstrip()}\n```", action)
+        trajectory.ended_at = datetime.now(UTC)

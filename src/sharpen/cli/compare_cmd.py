@@ -1,0 +1,100 @@
+"""``sharpen compare A B [C ...]``: paired comparison of runs on the same tasks, with a
+verdict in words; ``--fail-if-worse`` turns it into a regression gate for CI.
+
+Exit status: 0, or 1 with ``--fail-if-worse`` when a run is significantly worse than the
+baseline (Holm-adjusted when several are compared); user errors exit 2 as everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sharpen.cli.options import StoreOpt, open_store
+from sharpen.cli.report_cmd import JsonOpt, PlotOpt, pct
+from sharpen.core.errors import UserError
+from sharpen.stats.bootstrap import DEFAULT_REPS
+from sharpen.stats.compare import ComparisonReport
+
+
+def render(rep: ComparisonReport, console: Console) -> None:
+    """Print ``rep`` as tables and verdicts."""
+    runs = Table(title="Runs (A is the baseline)", title_justify="left")
+    for col in ("", "run", "agent (model)", "tasks × epochs", "success [95% CI]", "excluded",
+                "tokens/task", "$/task", "s/task"):
+        runs.add_column(col, no_wrap=col in ("run", "success [95% CI]"))
+    for b in rep.runs:
+        s, c = b.success, b.cost
+        ci = f" [{100 * s.ci.low:.1f}, {100 * s.ci.high:.1f}]" if s.ci else ""
+        runs.add_row(b.label, b.run.run_id, f"{b.run.agent_name} ({b.run.model})",
+                     f"{b.run.tasks_planned} × {b.run.epochs_planned}", pct(s.value) + ci,
+                     pct(b.errors.excluded_share),
+                     "n/a" if c.tokens_per_task is None else f"{c.tokens_per_task:,.0f}",
+                     "unknown" if c.cost_per_task is None else f"{c.cost_per_task:.4f}",
+                     "n/a" if c.seconds_per_task is None else f"{c.seconds_per_task:.1f}")
+    console.print(runs)
+    comps = Table(title="Paired comparisons on common tasks (difference = other − A, in points)",
+                  title_justify="left")
+    cols = ["", "tasks", "A", "other", "difference [95% CI]", "p", *(["p (Holm)"] if rep.holm else []),
+            "method"]
+    for col in cols:
+        comps.add_column(col, no_wrap=col == "difference [95% CI]")
+    for c in rep.comparisons:
+        diff = "—" if c.difference is None or c.ci is None else (
+            f"{100 * c.difference:+.1f} [{100 * c.ci.low:+.1f}, {100 * c.ci.high:+.1f}]")
+        disc = f" (discordant {c.discordant[0]}/{c.discordant[1]})" if c.discordant else ""
+        comps.add_row(f"{c.label_b} vs A", str(c.matched_tasks), pct(c.rate_a), pct(c.rate_b), diff,
+                      f"{c.p_value:.3g}", *([f"{c.p_adjusted:.3g}"] if rep.holm else []),
+                      c.method + disc)
+    console.print(comps)
+    for c in rep.comparisons:
+        colour = {"better": "green", "worse": "bold red", "none": "default"}[c.direction]
+        console.print(f"[bold]{c.label_b} vs A:[/] [{colour}]{c.verdict}[/]", highlight=False)
+    for w in rep.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def compare(
+    runs: Annotated[list[str], typer.Argument(
+        help="Baseline run, then one or more runs to compare with it (ids, prefixes or 'latest').")],
+    fail_if_worse: Annotated[bool, typer.Option(
+        "--fail-if-worse", help="Exit 1 when a run is significantly worse than the baseline.")] = False,
+    alpha: Annotated[float, typer.Option(min=0.0001, max=0.5, help="Significance level.")] = 0.05,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+    seed: Annotated[int, typer.Option(
+        help="Seed of the paired bootstrap's numpy Generator (same seed, same result).")] = 0,
+    bootstrap: Annotated[int, typer.Option(
+        "--bootstrap", min=200, help="Bootstrap replicates (multi-epoch comparisons).")] = DEFAULT_REPS,
+    store: StoreOpt = None,
+) -> None:
+    """Compare runs on their common tasks: per-task paired differences, McNemar or a paired
+    bootstrap, Holm-adjusted verdicts, cost next to accuracy."""
+    from sharpen.stats.compare import compare_runs
+    from sharpen.stats.report import load_table
+
+    if len(runs) < 2:
+        raise UserError("compare needs at least two runs", "sharpen compare BASE NEW [MORE ...]")
+    st = open_store(store)
+    ids = [st.resolve_run(r) for r in runs]
+    if len(set(ids)) < len(ids):
+        raise UserError("the same run is named twice", "name each run once; `sharpen runs` lists them")
+    rep = compare_runs([st.get_run(i) for i in ids], [load_table(st, i) for i in ids], seed=seed,
+                       alpha=alpha, n_boot=bootstrap)
+    if json_out:
+        print(rep.model_dump_json(indent=2))
+    else:
+        render(rep, Console())
+    if plot is not None:
+        from sharpen.stats.plot import plot_frontier
+
+        paths = plot_frontier(rep.frontier, plot)
+        Console(stderr=True).print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
+    if fail_if_worse and rep.any_worse:
+        worse = ", ".join(c.label_b for c in rep.comparisons if c.direction == "worse")
+        Console(stderr=True).print(f"[bold red]regression:[/] {worse} significantly worse than A",
+                                   highlight=False)
+        raise typer.Exit(1)

@@ -1,0 +1,199 @@
+"""``sharpen report RUN``: accuracy with intervals, errors, cost, reliability, power and
+validity of one run — as tables, or the same content as JSON (``--json``).
+
+Definitions of every number: docs/evaluation.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from sharpen.cli.options import StoreOpt, open_store
+from sharpen.core.errors import UserError
+from sharpen.stats.accuracy import Metric
+from sharpen.stats.cost import CostSummary
+from sharpen.stats.power import PowerPlan
+from sharpen.stats.report import RunReport
+
+if TYPE_CHECKING:
+    from sharpen.store import Store
+
+PlotOpt = Annotated[Path | None, typer.Option(
+    "--plot", help="Directory to write the cost–accuracy frontier to (PNG and SVG; needs matplotlib).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")]
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    """``0.123`` → ``12.3%``; ``None`` → ``n/a``."""
+    return "n/a" if x is None else f"{100 * x:.{digits}f}%"
+
+
+def metric_row(m: Metric) -> list[str]:
+    """Cells of one accuracy row: name, value, interval, method, tasks."""
+    ci = "—" if m.ci is None else f"[{100 * m.ci.low:.1f}, {100 * m.ci.high:.1f}]"
+    tasks = str(m.n_tasks) + (f" ({m.n_undefined} with < {m.k} trials left out)" if m.n_undefined else "")
+    return [m.name, pct(m.value), ci, m.ci.method if m.ci else "—", tasks]
+
+
+def cost_rows(c: CostSummary) -> list[tuple[str, str]]:
+    """(label, text) rows of a cost summary."""
+    def num(x: float | None, fmt: str) -> str:
+        return "n/a" if x is None else format(x, fmt)
+
+    if c.cost_usd is None:
+        dollars = f"unknown ({c.cost_unknown_attempts} of {c.attempts} attempts have no price)"
+    else:
+        dollars = (f"${c.cost_usd:.4f} total · ${num(c.cost_per_task, '.5f')} per task · "
+                   f"${num(c.cost_per_success, '.5f')} per success")
+    return [
+        ("tokens", f"{num(c.tokens_per_task, ',.0f')} per task · {num(c.tokens_per_success, ',.0f')} "
+                   f"per success · {c.input_tokens:,} in / {c.output_tokens:,} out"),
+        ("dollars", dollars),
+        ("time", f"{num(c.seconds_per_task, '.2f')} s per task · {num(c.seconds_per_success, '.2f')} s "
+                 f"per success (episode wall time, {c.episode_seconds:.1f} s in all)"),
+    ]
+
+
+def _epochs(n: int) -> str:
+    return f"{n} epoch" if n == 1 else f"{n} epochs"
+
+
+def power_lines(p: PowerPlan, available: int | None = None) -> list[str]:
+    """What a power plan says, one line each (rich markup)."""
+    m = p.model
+    effect = f"{100 * p.effect:g} points"
+    src = (f"{m.source}: {m.pilot_tasks} tasks × ≤{m.pilot_epochs} epochs, p = {m.p:.2f}, "
+           f"ICC = {m.icc:.2f}" if m.pilot_tasks else f"{m.source}: p = {m.p:.2f}, ICC = {m.icc:.2f}")
+    if len({r.tasks for r in p.rows}) == 1:
+        rows = f"{p.rows[0].tasks:,} tasks, however many epochs"
+    else:
+        rows = " · ".join(f"{_epochs(r.epochs)}: {r.tasks:,} tasks" for r in p.rows)
+    lines = [f"to detect {effect} vs another agent ({100 * p.power:.0f}% power, α = {p.alpha:g}): {rows}",
+             f"model: {src}" + (f" ({m.note})" if m.note else "")]
+    if p.tasks is not None and p.mde is not None:
+        design = f"{p.tasks} tasks × {_epochs(p.epochs or 1)}"
+        mde = f"smallest detectable effect {100 * p.mde:.0f} points"
+        if p.enough:
+            lines.insert(0, f"[green]{design}: {mde} — enough for {effect}[/]")
+        else:
+            need = next(r for r in p.rows if r.epochs == p.epochs)
+            msg = (f"[yellow]{design}: {mde} — too few for {effect}; need {need.tasks:,} tasks × "
+                   f"{_epochs(need.epochs)}")
+            if available is not None and need.tasks > available:
+                msg += (f" (the environment lists {available}: add epochs if the plan credits them, "
+                        "or aim for a larger effect)")
+            lines.insert(0, msg + "[/]")
+    return lines
+
+
+def render(report: RunReport, console: Console) -> None:
+    """Print ``report`` as tables."""
+    r = report.run
+    env_args = f" {r.env.args}" if r.env.args else ""
+    console.print(f"[bold]sharpen report[/] run {r.run_id} · {r.status} · env {r.env.name}{env_args} · "
+                  f"model {r.model} · agent {r.agent} ({r.agent_name}, {r.agent_hash[:8]}) · "
+                  f"{r.tasks_planned} tasks × {_epochs(r.epochs_planned)}", highlight=False)
+    if report.alarms:
+        console.print(Panel("\n".join(report.alarms), title="[bold red]NOT TRUSTWORTHY",
+                            border_style="red"))
+    acc = report.accuracy
+    scope = f"mean over {acc.n_tasks} tasks"
+    if acc.cluster_key:
+        scope += f" in {acc.n_clusters} clusters (metadata[{acc.cluster_key!r}])"
+    table = Table(title=f"Accuracy: {scope}", title_justify="left")
+    for col in ("metric", "value", "95% CI (points)", "method", "tasks"):
+        table.add_column(col)
+    table.add_row(*metric_row(acc.success))
+    for m in acc.pass_at_k[1:] + acc.pass_hat_k[1:]:
+        table.add_row(*metric_row(m))
+    console.print(table)
+    e = report.errors
+    kinds = ", ".join(f"{k}: {v}" for k, v in e.excluded.items()) or "none"
+    console.print(f"[bold]excluded (errors)[/] {e.attempts - e.counted} of {e.attempts} attempts "
+                  f"({pct(e.excluded_share)}): {kinds}", highlight=False)
+    _section(console, "Cost", cost_rows(report.cost)
+             + ([("run wall time", f"{r.wall_seconds:.1f} s")] if r.wall_seconds is not None else []))
+    rel = report.reliability
+    c = rel.consistency
+    cons = ("not available (one valid trial per task)" if not c.available else
+            f"{pct(c.all_agree)} of {c.tasks} tasks agree across all epochs · mean per-task variance "
+            f"{c.mean_task_variance:.3f} · ICC " + ("n/a" if c.icc is None else f"{c.icc:.2f}"))
+    rob = ("not declared by this environment" if not rel.robustness.declared else "; ".join(
+        f"{p.name}: {pct(p.rate)} vs {pct(p.base_rate)} unperturbed"
+        + (f" (drop {100 * p.drop:.1f} points{', paired' if p.paired else ''})" if p.drop is not None else "")
+        for p in rel.robustness.perturbations))
+    cal = rel.calibration
+    calib = ("not available (no outcome states a confidence)" if not cal.available else
+             f"ECE {cal.ece:.3f} · Brier {cal.brier:.3f} · mean confidence {pct(cal.mean_confidence)} "
+             f"vs success {pct(cal.accuracy)} ({cal.n} trials)")
+    s = rel.safety
+    safety = f"{s.flagged} of {s.attempts} attempts flagged ({pct(s.rate)}), {s.records} safety records"
+    _section(console, "Reliability", [("consistency", cons), ("robustness", rob),
+                                      ("calibration", calib), ("safety", safety)])
+    console.print("[bold]Power[/]")
+    for line in power_lines(report.power):
+        console.print(f"  {line}", highlight=False)
+    console.print("[bold]Validity[/]")
+    marks = {"ok": "[green]✓[/]", "failed": "[bold red]✗[/]", "missing": "[yellow]?[/]"}
+    for v in report.validity:
+        console.print(f"  {marks[v.status]} {v.message}", highlight=False)
+    shown = {v.message for v in report.validity}
+    for w in (w for w in report.warnings if w not in shown):
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def _section(console: Console, title: str, rows: list[tuple[str, str]]) -> None:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+
+
+def report(
+    run: Annotated[str, typer.Argument(help="Run id, a unique prefix, or 'latest'.")],
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+    target_effect: Annotated[float, typer.Option(
+        "--target-effect", min=0.001, max=1.0, help="Effect (rate) the power section plans for.")] = 0.10,
+    store: StoreOpt = None,
+) -> None:
+    """Report a run: mean success, pass@k and pass^k with intervals over tasks, excluded
+    errors, cost per task and per success, reliability, power and validity checks."""
+    from sharpen.stats.report import build_report
+
+    st = open_store(store)
+    rid = st.resolve_run(run)
+    rep = build_report(st, rid, effect=target_effect)
+    console = Console()
+    if json_out:
+        print(rep.model_dump_json(indent=2))
+    else:
+        render(rep, console)
+    if plot is not None:
+        paths = plot_env_frontier(st, rid, plot)
+        Console(stderr=True).print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False)
+
+
+def plot_env_frontier(st: Store, run_id: str, out_dir: Path, limit: int = 12) -> list[Path]:
+    """Plot this run and the newest other runs on the same environment (name and args)."""
+    from sharpen.stats.compare import brief, brief_frontier
+    from sharpen.stats.plot import plot_frontier
+    from sharpen.stats.report import load_table
+    from sharpen.store.aggregate import runs_on_env
+
+    rec = st.get_run(run_id)
+    others = [r for r in runs_on_env(st, rec.manifest.env.name)
+              if r.manifest.env == rec.manifest.env and r.id != run_id and r.n_counted][: limit - 1]
+    briefs = [brief(r.id[:8] + (" (this run)" if r.id == run_id else ""), r, load_table(st, r.id))
+              for r in [rec, *others]]
+    if briefs[0].success.value is None:
+        raise UserError(f"run {run_id} has no scored task to plot", "run it first, or pick another run")
+    return plot_frontier(brief_frontier(briefs), out_dir, title=f"Cost–accuracy on {rec.manifest.env.name}")

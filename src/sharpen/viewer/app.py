@@ -1,0 +1,117 @@
+"""The viewer's app factory: :func:`create_app` builds a FastAPI app over one Store."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sharpen.core.errors import UserError
+from sharpen.stats.intervals import wilson_interval
+from sharpen.store.store import Store
+from sharpen.viewer.security import CSRF_FIELD, csrf_guard, security_middleware
+
+HERE = Path(__file__).resolve().parent
+HTMX_VERSION = "1.9.12"
+"""The vendored ``static/htmx.min.js`` (npm package ``htmx.org``, Zero-Clause BSD)."""
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def _cost(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"${value:.4f}" if value < 100 else f"${value:,.0f}"
+
+
+def _secs(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "—"
+    if value < 120:
+        return f"{value:.1f} s"
+    return f"{value / 60:.1f} min" if value < 7200 else f"{value / 3600:.1f} h"
+
+
+def _when(value: datetime | None) -> str:
+    return "—" if value is None else value.strftime("%Y-%m-%d %H:%M")
+
+
+def _wilson(successes: int, n: int) -> str:
+    if not n:
+        return "—"
+    lo, hi = wilson_interval(successes, n)
+    return f"{lo:.1%}–{hi:.1%}"
+
+
+def _with_page(query: dict[str, str], page: int) -> str:
+    return urlencode({**query, "page": page})
+
+
+def make_templates() -> Jinja2Templates:
+    """Jinja templates with autoescaping on for every template (model output is untrusted)."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(pct=_pct, cost=_cost, secs=_secs, when=_when)
+    env.globals.update(wilson=_wilson, with_page=_with_page, csrf_field=CSRF_FIELD, htmx_version=HTMX_VERSION)
+    return Jinja2Templates(env=env)
+
+
+def create_app(
+    store: Store,
+    *,
+    token: str | None = None,
+    allowed_hosts: frozenset[str] | None = None,
+    per_page: int = 50,
+) -> FastAPI:
+    """The viewer over ``store``.
+
+    ``token``: require it on every request (``?token=``, cookie, or bearer header).
+    ``allowed_hosts``: answer only these ``Host`` names (``sharpen view`` passes the
+    loopback names when bound to loopback without a token). ``per_page``: tasks per run
+    page and steps per trajectory page.
+    """
+    app = FastAPI(title="sharpen viewer", docs_url=None, redoc_url=None, openapi_url=None,
+                  dependencies=[Depends(csrf_guard)])
+    app.state.store = store
+    app.state.templates = make_templates()
+    app.state.per_page = per_page
+    app.middleware("http")(security_middleware(token, allowed_hosts))
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    from sharpen.viewer import annotate, pages
+
+    app.include_router(pages.router)
+    app.include_router(annotate.router)
+
+    @app.exception_handler(UserError)
+    async def _user_error(request: Request, exc: UserError) -> HTMLResponse:
+        return render(request, "error.html", {"message": exc.message, "fix": exc.fix}, status=404)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> PlainTextResponse:
+        return PlainTextResponse(str(exc.detail), status_code=exc.status_code)
+
+    return app
+
+
+def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
+    """Render template ``name`` with the request, its CSRF token and ``context``."""
+    templates: Jinja2Templates = request.app.state.templates
+    ctx = {"csrf": getattr(request.state, "csrf", ""), **context}
+    return templates.TemplateResponse(request, name, ctx, status_code=status)
