@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from sharpen.agents.acting import apply_action
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.messages import Message, ToolSpec
@@ -42,24 +43,10 @@ async def act(env: Environment, trajectory: Trajectory, reply: str, action: Acti
     """Record one step: the assistant ``reply``, ``action`` applied to ``env`` (if any) and
     its answer, feedback attached to the trajectory."""
     index = len(trajectory.steps)
-    step = Step(index=index, messages=[Message(role="assistant", content=reply)], action=action)
+    step = Step(index=index, messages=[Message(role="assistant", content=reply)])
     if action is not None:
-        result = await env.step(action)
-        step.observation = result.observation
-        step.reward = result.reward
-        step.terminated = result.terminated
-        step.truncated = result.truncated
-        step.info = result.info
-        step.messages.append(Message(role="user", content=result.observation))
-        if result.info.get("invalid"):
-            trajectory.invalid_actions += 1
-            step.invalid_action = result.observation
-        trajectory.feedback.extend(
-            fb.model_copy(update={"target": fb.target.model_copy(update={
-                "run_id": trajectory.run_id, "trajectory_id": trajectory.id, "step_index": index,
-            })})
-            for fb in result.feedback
-        )
+        observation = await apply_action(env, trajectory, step, action)
+        step.messages.append(Message(role="user", content=observation))
     trajectory.messages.extend(step.messages)
     trajectory.steps.append(step)
 

@@ -15,9 +15,9 @@ import time
 from datetime import UTC, datetime
 from typing import Literal
 
+from sharpen.agents.acting import apply_action
 from sharpen.agents.text_protocol import ParseError, parse_text_action, protocol_instructions
 from sharpen.core.agent_spec import AgentSpec
-from sharpen.core.feedback import Feedback
 from sharpen.core.messages import Message, ToolSpec
 from sharpen.core.registry import register
 from sharpen.core.trajectory import Action, Step, Trajectory
@@ -78,20 +78,8 @@ class ToolAgent:
                 step.observation = problem
                 step.messages.extend(self._answer(reply, problem, text))
             else:
-                step.action = action
-                t0 = time.monotonic()
-                result = await env.step(action)
-                step.env_seconds = time.monotonic() - t0
-                step.observation = result.observation
-                step.reward = result.reward
-                step.terminated = result.terminated
-                step.truncated = result.truncated
-                step.info = result.info
-                if result.info.get("invalid"):
-                    trajectory.invalid_actions += 1
-                    step.invalid_action = result.observation
-                trajectory.feedback.extend(self._attach(result.feedback, trajectory, index))
-                step.messages.extend(self._answer(reply, result.observation, text))
+                observation = await apply_action(env, trajectory, step, action)
+                step.messages.extend(self._answer(reply, observation, text))
             trajectory.messages.extend(step.messages)
             trajectory.steps.append(step)
             if step.terminated or step.truncated:
@@ -129,15 +117,6 @@ class ToolAgent:
                                    content="Ignored: make one tool call per turn."))
             return out
         return [Message(role="user", content=observation)]
-
-    @staticmethod
-    def _attach(feedback: list[Feedback], trajectory: Trajectory, index: int) -> list[Feedback]:
-        return [
-            fb.model_copy(update={"target": fb.target.model_copy(update={
-                "run_id": trajectory.run_id, "trajectory_id": trajectory.id, "step_index": index,
-            })})
-            for fb in feedback
-        ]
 
     @staticmethod
     def _limit_hit(trajectory: Trajectory, spec: AgentSpec, elapsed: float) -> str | None:
