@@ -8,8 +8,9 @@ model for them (``sharpen run ENV --agent-name null`` loads no weights and calls
 - ``null`` — resets the environment and submits an empty answer once: the empty string as
   the ``text_argument`` of the environment's answer tool (for ``code``: ``submit(code="")``),
   or a call with no arguments. It must fail everywhere.
-- ``reference`` — submits the environment's reference solution once. The environment
-  provides it through an optional hook, ``reference_solution(task) -> str | None``. An
+- ``reference`` — plays the environment's reference actions in order, from the optional hook
+  ``reference_actions(task) -> list[Action] | None`` (multi-step environments), or submits
+  its reference solution once, from ``reference_solution(task) -> str | None``. An
   environment without the hook cannot be checked this way (:class:`UserError`); a task whose
   reference is ``None`` raises :class:`NoReferenceError`, which the runner stores as an
   ``env`` error (excluded from the success rate, never the agent's fault).
@@ -17,6 +18,7 @@ model for them (``sharpen run ENV --agent-name null`` loads no weights and calls
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from sharpen.agents.acting import apply_action
@@ -83,16 +85,30 @@ class ReferenceAgent:
     async def run(
         self, env: Environment, model: ChatModel, spec: AgentSpec, trajectory: Trajectory
     ) -> None:
-        """One submission of ``env.reference_solution(task)``; the caller sets the outcome."""
+        """Plays ``env.reference_actions(task)`` in order (multi-step environments), or
+        submits ``env.reference_solution(task)`` once; the caller sets the outcome."""
+        plan = getattr(env, "reference_actions", None)
         hook = getattr(env, "reference_solution", None)
-        if hook is None:
+        if plan is None and hook is None:
             raise UserError(
                 f"environment {type(env).__name__} declares no reference solutions",
-                "the reference agent needs an environment with a reference_solution(task) hook "
-                "(see docs/evaluation.md, 'Validity checks')",
+                "the reference agent needs an environment with a reference_actions(task) or "
+                "reference_solution(task) hook (see docs/evaluation.md, 'Validity checks')",
             )
         obs, _ = await env.reset(trajectory.task)
         trajectory.messages = [Message(role="user", content=obs)]
+        if plan is not None:
+            actions = plan(trajectory.task)
+            if actions is None:
+                raise NoReferenceError(f"no reference actions for task {trajectory.task.id!r}")
+            for action in actions:
+                await act(env, trajectory, json.dumps(
+                    {"tool": action.tool, "arguments": action.arguments}), action)
+                if trajectory.steps[-1].terminated or trajectory.steps[-1].truncated:
+                    break
+            trajectory.ended_at = datetime.now(UTC)
+            return
+        assert hook is not None
         solution = hook(trajectory.task)
         if solution is None:
             raise NoReferenceError(f"no reference solution for task {trajectory.task.id!r}")
