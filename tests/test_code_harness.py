@@ -413,7 +413,7 @@ async def test_hidden_tests_cannot_be_read(mode: str) -> None:
 async def test_snooper_control_finds_the_tests_without_isolation() -> None:
     """The snooper is not vacuous: run as root with no uid drop, it finds the hidden tests in
     process memory (the checker's or the host's)."""
-    r = await run_tests(SNOOP, ADD, timeout=5.0,
+    r = await run_tests(SNOOP, ADD, timeout=30.0,
                         sandbox_factory=functools.partial(LocalSandbox, use_bwrap=False,
                                                           drop_uid=False))
     assert "FOUND sharpen-hidden-" in r.model_dump_json()
