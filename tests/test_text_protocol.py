@@ -65,3 +65,12 @@ def test_instructions_name_the_tool_and_its_argument():
     text = protocol_instructions([SUBMIT])
     assert "```python" in text and "submit" in text and "code" in text
     assert "look" in protocol_instructions([SUBMIT, LOOK])
+
+
+def test_a_tool_can_say_how_its_text_answer_is_phrased():
+    move = ToolSpec(name="move", description="Move.", text_argument="direction",
+                    text_hint="To move, reply with one direction in a ``` block",
+                    parameters={"type": "object", "properties": {"direction": {"type": "string"}}})
+    text = protocol_instructions([move])
+    assert text.startswith("To move, reply with one direction") and "python" not in text
+    assert parse_text_action("```\nup\n```", [move]).arguments == {"direction": "up\n"}

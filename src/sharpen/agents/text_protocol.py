@@ -36,10 +36,9 @@ def protocol_instructions(tools: list[ToolSpec]) -> str:
     text_tools = [t for t in tools if t.text_argument]
     lines = []
     if len(text_tools) == 1:
-        lines.append(
-            "To answer, reply with the complete code in one ```python code block; "
-            f"it is passed to `{text_tools[0].name}` as `{text_tools[0].text_argument}`."
-        )
+        tool = text_tools[0]
+        how = tool.text_hint or "To answer, reply with the complete code in one ```python code block"
+        lines.append(f"{how}; it is passed to `{tool.name}` as `{tool.text_argument}`.")
     others = [t for t in tools if t not in text_tools or len(text_tools) != 1]
     if others:
         lines.append(

@@ -64,6 +64,9 @@ class ToolSpec(BaseModel):
     text_argument: str | None = None
     """For the text protocol: the string argument that a fenced code block in a plain-text
     reply fills (e.g. ``code`` for ``submit``). ``None`` if the tool has no such argument."""
+    text_hint: str | None = None
+    """For the text protocol: how to phrase such a reply, shown to the model (default: "reply
+    with the complete code in one ```python code block")."""
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry for this tool."""
