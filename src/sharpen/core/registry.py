@@ -31,10 +31,10 @@ KINDS = ("env", "agent", "model", "proposer", "judge", "verifier")
 # Modules that register the built-in plug-ins. Importing them lazily keeps `import sharpen`
 # fast and lets optional dependencies (llama.cpp) stay optional.
 _BUILTIN_MODULES: dict[str, tuple[str, ...]] = {
-    "env": ("sharpen.envs.code",),
+    "env": ("sharpen.envs.code", "sharpen.envs.gridsafety", "sharpen.envs.sql", "sharpen.envs.shell"),
     "agent": ("sharpen.agents.tool_agent", "sharpen.agents.baselines"),
     "model": ("sharpen.models.local", "sharpen.models.openai_compat", "sharpen.models.replay"),
-    "verifier": ("sharpen.envs.code",),
+    "verifier": ("sharpen.envs.code", "sharpen.envs.gridsafety", "sharpen.envs.sql", "sharpen.envs.shell"),
 }
 
 
