@@ -58,6 +58,7 @@ RUN = ToolSpec(
                 "properties": {"command": {"type": "string", "description": "Bash command."}},
                 "required": ["command"]},
     text_argument="command",
+    text_hint="To run a command, reply with it in one ```bash code block",
 )
 DONE = ToolSpec(name="done", description="Finish the task; the directory is then checked.",
                 parameters={"type": "object", "properties": {}})

@@ -39,6 +39,7 @@ SUBMIT_SQL = ToolSpec(
         "required": ["query"],
     },
     text_argument="query",
+    text_hint="To answer, reply with one SQLite SELECT query in a ```sql code block",
 )
 """The one tool of the sql environment."""
 
