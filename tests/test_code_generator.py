@@ -12,16 +12,10 @@ import pytest
 
 from sharpen.core.errors import UserError
 from sharpen.envs.base import Generator
-from sharpen.envs.code.generator import (
-    PRESETS,
-    SPLIT_SPAN,
-    SPLITS,
-    FunctionTaskGenerator,
-    resolve_knobs,
-    split_of_seed,
-)
+from sharpen.envs.code.generator import PRESETS, FunctionTaskGenerator, resolve_knobs
 from sharpen.envs.code.program import assemble_program
 from sharpen.envs.code.verifier import run_tests
+from sharpen.envs.generation import SPLIT_SPAN, SPLITS, split_of_seed
 
 GEN = FunctionTaskGenerator()
 PER_SPLIT = 50

@@ -11,6 +11,7 @@ from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY
 from sharpen.core.trajectory import Action
 from sharpen.envs.base import Environment, Generator
+from sharpen.envs.generation import SPLIT_SPAN
 from sharpen.envs.gridsafety import (
     GOAL_REWARD,
     STEP_COST,
@@ -21,7 +22,7 @@ from sharpen.envs.gridsafety import (
     grid_of,
     safe_path,
 )
-from sharpen.envs.gridsafety.grid import MOVES, SPLIT_SPAN, build_grid, resolve_knobs
+from sharpen.envs.gridsafety.grid import MOVES, build_grid, resolve_knobs
 from sharpen.run import RunConfig, Runner
 from sharpen.store import Store
 

@@ -16,8 +16,9 @@ from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY
 from sharpen.core.trajectory import Action
 from sharpen.envs.base import Environment, Generator
+from sharpen.envs.generation import SPLITS
 from sharpen.envs.shell import ShellEnv, ShellTaskGenerator, ShellVerifier, build, materialize
-from sharpen.envs.shell.tasks import FAMILIES, PRESETS, SPLITS, resolve_knobs
+from sharpen.envs.shell.tasks import FAMILIES, PRESETS, resolve_knobs
 from sharpen.run import RunConfig, Runner
 from sharpen.store import Store
 

@@ -11,7 +11,6 @@ cost nothing. The episode terminates when all tests pass or no submissions are l
 
 from __future__ import annotations
 
-import random
 from typing import Any, Literal
 
 from sharpen.core.errors import UserError
@@ -20,6 +19,7 @@ from sharpen.core.outcome import Outcome
 from sharpen.core.registry import register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
+from sharpen.envs import generation
 from sharpen.envs.base import EnvInfo, StepResult
 from sharpen.envs.code import generator as gen
 from sharpen.envs.code import humaneval
@@ -28,9 +28,7 @@ from sharpen.envs.code.program import SUBMIT, assemble_program, submit_error
 from sharpen.envs.code.score import outcome_from_report
 from sharpen.envs.code.tasks import SOURCES, materialize
 from sharpen.envs.code.verifier import TestReport, run_tests
-
-DEFAULT_LIMIT = 50
-"""How many generated tasks ``list_tasks`` returns when no limit is given."""
+from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
 
 DESCRIPTION = (
     "Write a Python function that passes hidden unit tests. Tasks come from HumanEval "
@@ -181,7 +179,7 @@ class CodeEnv:
         if self.source == humaneval.SOURCE:
             counts = dict(humaneval.SPLIT_SIZES)
         else:
-            counts = {split: DEFAULT_LIMIT for split in gen.SPLITS}
+            counts = {split: DEFAULT_LIMIT for split in SPLITS}
         return EnvInfo(
             name="code", description=DESCRIPTION, knobs=self.generator.knobs(),
             difficulties=list(gen.PRESETS), task_counts=counts, tools=[t.name for t in self.tools],
@@ -198,17 +196,8 @@ class CodeEnv:
         ``random.Random(seed)`` (so a shorter list is a prefix of a longer one);
         ``split=None`` takes train, val and test tasks in turn.
         """
-        if split is not None and split not in gen.SPLITS:
-            raise UserError(f"unknown split {split!r}", f"use one of {', '.join(gen.SPLITS)}")
+        generation.check_split(split)
         if self.source == humaneval.SOURCE:
             tasks = humaneval.humaneval_tasks(split)
             return tasks if limit is None else tasks[:limit]
-        n = DEFAULT_LIMIT if limit is None else limit
-        splits = gen.SPLITS if split is None else (split,)
-        per_split = -(-n // len(splits))
-        rng = random.Random(seed)
-        indices: dict[int, None] = {}
-        while len(indices) < per_split:
-            indices.setdefault(rng.randrange(gen.SPLIT_SPAN), None)
-        tasks = [self.generator.sample(self.knob_values, i, s) for i in indices for s in splits]
-        return tasks[:n]
+        return generation.list_generated(self.generator, self.knob_values, split, limit, seed)

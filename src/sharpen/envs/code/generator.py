@@ -37,18 +37,16 @@ import hashlib
 import random
 from typing import Any
 
-from sharpen.core.errors import UserError
 from sharpen.core.task import TaskSpec
+from sharpen.envs import generation
 from sharpen.envs.base import Knob
 from sharpen.envs.code.families import FAMILIES, Family, Op, instantiate
 from sharpen.envs.code.problem import CodeProblem
+from sharpen.envs.generation import seed_for, split_of_seed
 
 SOURCE = "generated"
 """``TaskSpec.metadata["source"]`` of generated tasks."""
 
-SPLITS = ("train", "val", "test")
-SPLIT_SPAN = 1_000_000_000
-"""Width of each split's seed range."""
 
 _BUCKETS = ("train",) * 4 + ("val",) * 2 + ("test",) * 4
 
@@ -74,49 +72,18 @@ PRESETS: dict[str, dict[str, Any]] = {
 _MAX_ATTEMPTS = 500
 
 
-def split_of_seed(seed: int) -> str:
-    """The split a generated task's seed belongs to."""
-    return SPLITS[(seed // SPLIT_SPAN) % len(SPLITS)]
-
-
-def seed_for(split: str, index: int) -> int:
-    """The seed of the ``index``-th task of ``split`` (``index`` is taken modulo SPLIT_SPAN)."""
-    if split not in SPLITS:
-        raise UserError(f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
-    return SPLITS.index(split) * SPLIT_SPAN + index % SPLIT_SPAN
 
 
 def resolve_knobs(knobs: dict[str, Any] | None = None, difficulty: str | None = None) -> dict:
     """Full, validated knobs: knob defaults, then the ``difficulty`` preset, then ``knobs``.
     Unknown names or bad values raise a :class:`UserError` naming the fix."""
-    if difficulty is not None and difficulty not in PRESETS:
-        raise UserError(f"unknown difficulty {difficulty!r}", f"use one of {', '.join(PRESETS)}")
-    out: dict[str, Any] = {k.name: k.default for k in KNOBS}
-    out.update(PRESETS[difficulty] if difficulty else {})
-    spec = {k.name: k for k in KNOBS}
-    for name, value in (knobs or {}).items():
-        knob = spec.get(name)
-        if knob is None:
-            raise UserError(f"unknown knob {name!r} for generated code tasks",
-                            f"knobs are {', '.join(spec)}")
-        ok = {
-            "choice": lambda v, k=knob: v in (k.choices or []),
-            "bool": lambda v: isinstance(v, bool),
-            "int": lambda v, k=knob: isinstance(v, int) and not isinstance(v, bool)
-            and k.low <= v <= k.high,
-        }[knob.type](value)
-        if not ok:
-            allowed = (knob.choices if knob.type == "choice" else
-                       "true or false" if knob.type == "bool" else
-                       f"an integer from {int(knob.low or 0)} to {int(knob.high or 0)}")
-            raise UserError(f"bad value {value!r} for knob {name!r}", f"use {allowed}")
-        out[name] = value
+    out = generation.resolve_knobs(KNOBS, PRESETS, knobs, difficulty, what="generated code tasks")
     return out
 
 
 def difficulty_of(knobs: dict[str, Any]) -> str:
     """The preset whose knobs equal ``knobs`` exactly, else ``"custom"``."""
-    return next((name for name, p in PRESETS.items() if p == knobs), "custom")
+    return generation.difficulty_of(PRESETS, knobs)
 
 
 def _bucket(key: str) -> str:

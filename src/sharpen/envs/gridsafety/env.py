@@ -11,7 +11,6 @@ penalty per hazard entry) is reported only in the outcome, and each hazard entry
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from sharpen.core.errors import UserError
@@ -21,12 +20,11 @@ from sharpen.core.outcome import Outcome
 from sharpen.core.registry import register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
+from sharpen.envs import generation
 from sharpen.envs.base import EnvInfo, StepResult
+from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
 from sharpen.envs.gridsafety import grid as g
 from sharpen.envs.gridsafety.episode import WARNING, Episode
-
-DEFAULT_LIMIT = 50
-"""How many tasks ``list_tasks`` returns when no limit is given."""
 
 MOVE = ToolSpec(
     name="move",
@@ -172,7 +170,7 @@ class GridSafetyEnv:
         """Name, knobs, presets, task counts, tools."""
         return EnvInfo(
             name="gridsafety", description=DESCRIPTION, knobs=self.generator.knobs(),
-            difficulties=list(g.PRESETS), task_counts={s: DEFAULT_LIMIT for s in g.SPLITS},
+            difficulties=list(g.PRESETS), task_counts={s: DEFAULT_LIMIT for s in SPLITS},
             tools=[t.name for t in self.tools],
         )
 
@@ -182,14 +180,4 @@ class GridSafetyEnv:
         """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has
         the ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a
         prefix of a longer one); ``split=None`` takes train, val and test tasks in turn."""
-        if split is not None and split not in g.SPLITS:
-            raise UserError(f"unknown split {split!r}", f"use one of {', '.join(g.SPLITS)}")
-        n = DEFAULT_LIMIT if limit is None else limit
-        splits = g.SPLITS if split is None else (split,)
-        per_split = -(-n // len(splits))
-        rng = random.Random(seed)
-        indices: dict[int, None] = {}
-        while len(indices) < per_split:
-            indices.setdefault(rng.randrange(g.SPLIT_SPAN), None)
-        tasks = [self.generator.sample(self.knob_values, i, s) for i in indices for s in splits]
-        return tasks[:n]
+        return generation.list_generated(self.generator, self.knob_values, split, limit, seed)

@@ -29,12 +29,11 @@ from typing import Any
 
 from sharpen.core.errors import UserError
 from sharpen.core.task import TaskSpec
+from sharpen.envs import generation
 from sharpen.envs.base import Knob
+from sharpen.envs.generation import seed_for
 
 ENV_NAME = "gridsafety"
-SPLITS = ("train", "val", "test")
-SPLIT_SPAN = 1_000_000_000
-"""Width of each split's seed range."""
 
 Cell = tuple[int, int]
 
@@ -93,41 +92,12 @@ class Grid:
         return "\n".join(rows)
 
 
-def split_of_seed(seed: int) -> str:
-    """The split a task's seed belongs to."""
-    return SPLITS[(seed // SPLIT_SPAN) % len(SPLITS)]
-
-
-def seed_for(split: str, index: int) -> int:
-    """The seed of the ``index``-th task of ``split`` (``index`` is taken modulo SPLIT_SPAN)."""
-    if split not in SPLITS:
-        raise UserError(f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
-    return SPLITS.index(split) * SPLIT_SPAN + index % SPLIT_SPAN
 
 
 def resolve_knobs(knobs: dict[str, Any] | None = None, difficulty: str | None = None) -> dict:
     """Full, validated knobs: knob defaults, then the ``difficulty`` preset, then ``knobs``.
     Unknown names or bad values raise a :class:`UserError` naming the fix."""
-    if difficulty is not None and difficulty not in PRESETS:
-        raise UserError(f"unknown difficulty {difficulty!r}", f"use one of {', '.join(PRESETS)}")
-    out: dict[str, Any] = {k.name: k.default for k in KNOBS}
-    out.update(PRESETS[difficulty] if difficulty else {})
-    spec = {k.name: k for k in KNOBS}
-    for name, value in (knobs or {}).items():
-        knob = spec.get(name)
-        if knob is None:
-            raise UserError(f"unknown knob {name!r} for gridsafety", f"knobs are {', '.join(spec)}")
-        low, high = float(knob.low or 0), float(knob.high or 0)
-        if knob.type == "int":
-            ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-            allowed = f"an integer from {int(low)} to {int(high)}"
-        else:
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high
-            allowed = f"a number from {low} to {high}"
-            value = float(value) if ok else value
-        if not ok:
-            raise UserError(f"bad value {value!r} for knob {name!r}", f"use {allowed}")
-        out[name] = value
+    out = generation.resolve_knobs(KNOBS, PRESETS, knobs, difficulty, what="gridsafety")
     if out["n_hazards"] > out["size"] ** 2 // 4:
         raise UserError(f"n_hazards={out['n_hazards']} is too many for size={out['size']}",
                         f"use at most {out['size'] ** 2 // 4} hazards (a quarter of the cells)")
@@ -136,7 +106,7 @@ def resolve_knobs(knobs: dict[str, Any] | None = None, difficulty: str | None = 
 
 def difficulty_of(knobs: dict[str, Any]) -> str:
     """The preset whose knobs equal ``knobs`` exactly, else ``"custom"``."""
-    return next((name for name, p in PRESETS.items() if p == knobs), "custom")
+    return generation.difficulty_of(PRESETS, knobs)
 
 
 def shortest_path(grid: Grid, avoid: frozenset[Cell] = frozenset()) -> list[str] | None:

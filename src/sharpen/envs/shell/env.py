@@ -20,7 +20,6 @@ trajectory's commands in a fresh sandbox.
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 from typing import Any
 
@@ -31,14 +30,13 @@ from sharpen.core.outcome import Outcome
 from sharpen.core.registry import register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
+from sharpen.envs import generation
 from sharpen.envs.base import EnvInfo, Knob, StepResult
+from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
 from sharpen.envs.shell import tasks as gen
 from sharpen.envs.shell.check import CheckResult, run_checks
 from sharpen.envs.shell.tasks import ShellProblem, materialize
 from sharpen.sandbox.local import LocalSandbox
-
-DEFAULT_LIMIT = 50
-"""How many tasks ``list_tasks`` returns when no limit is given."""
 
 OUTPUT_CHARS = 2000
 """Characters of stdout and of stderr shown per command."""
@@ -85,7 +83,7 @@ class ShellTaskGenerator:
     def sample(self, knobs: dict[str, Any], seed: int, split: str = "test") -> TaskSpec:
         """The ``seed``-th task of ``split`` at ``knobs`` (seed moved into the split's range)."""
         full = gen.resolve_knobs(knobs)
-        task_seed = gen.seed_for(split, seed)
+        task_seed = generation.seed_for(split, seed)
         family = gen.build(task_seed, full).family
         return TaskSpec(env="shell", id=f"shell/{family}/{task_seed}", seed=task_seed,
                         knobs=full, split=split,  # type: ignore[arg-type]
@@ -252,7 +250,7 @@ class ShellEnv:
     def describe(self) -> EnvInfo:
         return EnvInfo(name="shell", description=DESCRIPTION, knobs=self.generator.knobs(),
                        difficulties=list(gen.PRESETS),
-                       task_counts={s: DEFAULT_LIMIT for s in gen.SPLITS},
+                       task_counts={s: DEFAULT_LIMIT for s in SPLITS},
                        tools=[t.name for t in self.tools])
 
     def list_tasks(self, split: str | None = None, limit: int | None = None,
@@ -260,17 +258,7 @@ class ShellEnv:
         """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has the
         ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a prefix
         of a longer one); ``split=None`` takes train, val and test tasks in turn."""
-        if split is not None and split not in gen.SPLITS:
-            raise UserError(f"unknown split {split!r}", f"use one of {', '.join(gen.SPLITS)}")
-        n = DEFAULT_LIMIT if limit is None else limit
-        splits = gen.SPLITS if split is None else (split,)
-        per_split = -(-n // len(splits))
-        rng = random.Random(seed)
-        indices: dict[int, None] = {}
-        while len(indices) < per_split:
-            indices.setdefault(rng.randrange(gen.SPLIT_SPAN), None)
-        out = [self.generator.sample(self.knob_values, i, s) for i in indices for s in splits]
-        return out[:n]
+        return generation.list_generated(self.generator, self.knob_values, split, limit, seed)
 
 
 @register("verifier", "shell")

@@ -31,11 +31,8 @@ from pydantic import BaseModel, Field
 
 from sharpen.core.errors import UserError
 from sharpen.core.task import TaskSpec
+from sharpen.envs import generation
 from sharpen.envs.base import Knob
-
-SPLITS = ("train", "val", "test")
-SPLIT_SPAN = 1_000_000_000
-"""Width of each split's seed range."""
 
 FAMILIES = ("count", "users", "sort", "replace", "script")
 
@@ -91,48 +88,18 @@ class ShellProblem(BaseModel):
     """Hidden checks; all must pass."""
 
 
-def split_of_seed(seed: int) -> str:
-    """The split a task's seed belongs to."""
-    return SPLITS[(seed // SPLIT_SPAN) % len(SPLITS)]
-
-
-def seed_for(split: str, index: int) -> int:
-    """The seed of the ``index``-th task of ``split`` (``index`` modulo SPLIT_SPAN)."""
-    if split not in SPLITS:
-        raise UserError(f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
-    return SPLITS.index(split) * SPLIT_SPAN + index % SPLIT_SPAN
 
 
 def resolve_knobs(knobs: dict[str, Any] | None = None, difficulty: str | None = None) -> dict:
-    """Knob defaults, then the ``difficulty`` preset, then ``knobs``; bad values raise."""
-    if difficulty is not None and difficulty not in PRESETS:
-        raise UserError(f"unknown difficulty {difficulty!r}", f"use one of {', '.join(PRESETS)}")
-    out: dict[str, Any] = {k.name: k.default for k in KNOBS}
-    out.update(PRESETS[difficulty] if difficulty else {})
-    spec = {k.name: k for k in KNOBS}
-    for name, value in (knobs or {}).items():
-        knob = spec.get(name)
-        if knob is None:
-            raise UserError(f"unknown knob {name!r} for shell tasks", f"knobs are {', '.join(spec)}")
-        if knob.type == "choice":
-            ok = value in (knob.choices or [])
-        elif knob.type == "bool":
-            ok = isinstance(value, bool)
-        else:
-            ok = (isinstance(value, int) and not isinstance(value, bool)
-                  and (knob.low or 0) <= value <= (knob.high or 0))
-        if not ok:
-            allowed = (knob.choices if knob.type == "choice" else "true or false"
-                       if knob.type == "bool" else
-                       f"an integer from {int(knob.low or 0)} to {int(knob.high or 0)}")
-            raise UserError(f"bad value {value!r} for knob {name!r}", f"use {allowed}")
-        out[name] = value
+    """Full, validated knobs: knob defaults, then the ``difficulty`` preset, then ``knobs``.
+    Unknown names or bad values raise a :class:`UserError` naming the fix."""
+    out = generation.resolve_knobs(KNOBS, PRESETS, knobs, difficulty, what="shell tasks")
     return out
 
 
 def difficulty_of(knobs: dict[str, Any]) -> str:
     """The preset whose knobs equal ``knobs`` exactly, else ``"custom"``."""
-    return next((name for name, p in PRESETS.items() if p == knobs), "custom")
+    return generation.difficulty_of(PRESETS, knobs)
 
 
 # -- vocabulary

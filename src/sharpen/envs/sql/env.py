@@ -13,7 +13,6 @@ Reward: 1.0 for a matching result, else 0.0.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from sharpen.core.errors import UserError
@@ -22,7 +21,9 @@ from sharpen.core.outcome import Outcome
 from sharpen.core.registry import register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
+from sharpen.envs import generation
 from sharpen.envs.base import EnvInfo, StepResult
+from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
 from sharpen.envs.sql import generator as gen
 from sharpen.envs.sql.database import preview
 from sharpen.envs.sql.generator import SqlProblem
@@ -34,9 +35,6 @@ from sharpen.envs.sql.score import (
     problem_of,
     submit_error,
 )
-
-DEFAULT_LIMIT = 50
-"""How many tasks ``list_tasks`` returns per call when no limit is given."""
 
 DESCRIPTION = (
     "Answer a question about a generated SQLite database with one SELECT query. The schema "
@@ -161,7 +159,7 @@ class SqlEnv:
         """Name, knobs, presets, task counts, tools."""
         return EnvInfo(name="sql", description=DESCRIPTION, knobs=self.generator.knobs(),
                        difficulties=list(gen.PRESETS),
-                       task_counts={s: DEFAULT_LIMIT for s in gen.SPLITS},
+                       task_counts={s: DEFAULT_LIMIT for s in SPLITS},
                        tools=[t.name for t in self.tools])
 
     def list_tasks(self, split: str | None = None, limit: int | None = None,
@@ -169,14 +167,4 @@ class SqlEnv:
         """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has
         the ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a
         prefix of a longer one); ``split=None`` takes train, val and test tasks in turn."""
-        if split is not None and split not in gen.SPLITS:
-            raise UserError(f"unknown split {split!r}", f"use one of {', '.join(gen.SPLITS)}")
-        n = DEFAULT_LIMIT if limit is None else limit
-        splits = gen.SPLITS if split is None else (split,)
-        per_split = -(-n // len(splits))
-        rng = random.Random(seed)
-        indices: dict[int, None] = {}
-        while len(indices) < per_split:
-            indices.setdefault(rng.randrange(gen.SPLIT_SPAN), None)
-        tasks = [self.generator.sample(self.knob_values, i, s) for i in indices for s in splits]
-        return tasks[:n]
+        return generation.list_generated(self.generator, self.knob_values, split, limit, seed)

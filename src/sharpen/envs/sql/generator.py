@@ -23,12 +23,10 @@ from typing import Any
 
 from sharpen.core.errors import UserError
 from sharpen.core.task import TaskSpec
+from sharpen.envs import generation
 from sharpen.envs.base import Knob
+from sharpen.envs.generation import seed_for
 from sharpen.envs.sql.database import QueryResult, Row, Table, connect, run_query
-
-SPLITS = ("train", "val", "test")
-SPLIT_SPAN = 1_000_000_000
-"""Width of each split's seed range."""
 
 FAMILIES = ("filter", "aggregate", "group_by", "join", "order_limit", "nested")
 """Query families: which SQL the gold query needs."""
@@ -111,39 +109,12 @@ class SqlProblem:
         return "\n\n".join(t.create_sql() for t in self.tables)
 
 
-def split_of_seed(seed: int) -> str:
-    """The split a task's seed belongs to."""
-    return SPLITS[(seed // SPLIT_SPAN) % len(SPLITS)]
-
-
-def seed_for(split: str, index: int) -> int:
-    """The seed of the ``index``-th task of ``split``."""
-    if split not in SPLITS:
-        raise UserError(f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
-    return SPLITS.index(split) * SPLIT_SPAN + index % SPLIT_SPAN
 
 
 def resolve_knobs(knobs: dict[str, Any] | None = None, difficulty: str | None = None) -> dict:
-    """Full, validated knobs: defaults, then the ``difficulty`` preset, then ``knobs``."""
-    if difficulty is not None and difficulty not in PRESETS:
-        raise UserError(f"unknown difficulty {difficulty!r}", f"use one of {', '.join(PRESETS)}")
-    out: dict[str, Any] = {k.name: k.default for k in KNOBS}
-    out.update(PRESETS[difficulty] if difficulty else {})
-    spec = {k.name: k for k in KNOBS}
-    for name, value in (knobs or {}).items():
-        knob = spec.get(name)
-        if knob is None:
-            raise UserError(f"unknown knob {name!r} for sql tasks", f"knobs are {', '.join(spec)}")
-        if knob.type == "choice":
-            ok = value in (knob.choices or [])
-            allowed = f"one of {', '.join(map(str, knob.choices or []))}"
-        else:
-            ok = (isinstance(value, int) and not isinstance(value, bool)
-                  and (knob.low or 0) <= value <= (knob.high or 0))
-            allowed = f"an integer from {int(knob.low or 0)} to {int(knob.high or 0)}"
-        if not ok:
-            raise UserError(f"bad value {value!r} for knob {name!r}", f"use {allowed}")
-        out[name] = value
+    """Full, validated knobs: knob defaults, then the ``difficulty`` preset, then ``knobs``.
+    Unknown names or bad values raise a :class:`UserError` naming the fix."""
+    out = generation.resolve_knobs(KNOBS, PRESETS, knobs, difficulty, what="sql tasks")
     if out["family"] in ("join",) and out["n_tables"] < 2:
         raise UserError("family 'join' needs at least 2 tables", "set n_tables to 2 or more")
     return out
@@ -151,7 +122,7 @@ def resolve_knobs(knobs: dict[str, Any] | None = None, difficulty: str | None = 
 
 def difficulty_of(knobs: dict[str, Any]) -> str:
     """The preset whose knobs equal ``knobs`` exactly, else ``"custom"``."""
-    return next((name for name, p in PRESETS.items() if p == knobs), "custom")
+    return generation.difficulty_of(PRESETS, knobs)
 
 
 # --- data -------------------------------------------------------------------------------

@@ -1,0 +1,109 @@
+"""What every procedural task generator shares: split seed ranges and knob resolution.
+
+Splits own disjoint seed ranges — split ``i`` (train, val, test) owns
+``[i * SPLIT_SPAN, (i + 1) * SPLIT_SPAN)`` — so the seed in a TaskSpec alone says which split
+a task belongs to, and no test task can be generated for train. Knobs are resolved in one
+order everywhere: the knob defaults, then the named difficulty preset, then explicit
+overrides, each override checked against its :class:`~sharpen.envs.base.Knob`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sharpen.core.errors import UserError
+from sharpen.core.task import TaskSpec
+from sharpen.envs.base import Generator, Knob
+
+SPLITS = ("train", "val", "test")
+SPLIT_SPAN = 1_000_000_000
+"""Seeds per split."""
+
+
+def split_of_seed(seed: int) -> str:
+    """The split a generated task's seed belongs to."""
+    return SPLITS[(seed // SPLIT_SPAN) % len(SPLITS)]
+
+
+def seed_for(split: str, index: int) -> int:
+    """The seed of the ``index``-th task of ``split`` (``index`` is taken modulo SPLIT_SPAN)."""
+    if split not in SPLITS:
+        raise UserError(f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
+    return SPLITS.index(split) * SPLIT_SPAN + index % SPLIT_SPAN
+
+
+def check_knob(knob: Knob, value: Any) -> Any:
+    """``value`` if it is valid for ``knob`` (floats normalised to ``float``), else a
+    :class:`UserError` saying what the knob accepts."""
+    low, high = knob.low or 0, knob.high or 0
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if knob.type == "choice":
+        ok, allowed = value in (knob.choices or []), f"one of {', '.join(map(str, knob.choices or []))}"
+    elif knob.type == "bool":
+        ok, allowed = isinstance(value, bool), "true or false"
+    elif knob.type == "int":
+        ok = number and isinstance(value, int) and low <= value <= high
+        allowed = f"an integer from {int(low)} to {int(high)}"
+    else:
+        ok, allowed = number and low <= value <= high, f"a number from {low} to {high}"
+        value = float(value) if ok else value
+    if not ok:
+        raise UserError(f"bad value {value!r} for knob {knob.name!r}", f"use {allowed}")
+    return value
+
+
+def resolve_knobs(
+    schema: Iterable[Knob],
+    presets: Mapping[str, Mapping[str, Any]],
+    knobs: Mapping[str, Any] | None,
+    difficulty: str | None,
+    *,
+    what: str,
+) -> dict[str, Any]:
+    """Full, validated knobs: defaults, then the ``difficulty`` preset, then ``knobs``.
+    ``what`` names the tasks in error messages (e.g. ``"sql tasks"``)."""
+    if difficulty is not None and difficulty not in presets:
+        raise UserError(f"unknown difficulty {difficulty!r}", f"use one of {', '.join(presets)}")
+    spec = {k.name: k for k in schema}
+    out: dict[str, Any] = {k.name: k.default for k in spec.values()}
+    out.update(presets[difficulty] if difficulty else {})
+    for name, value in (knobs or {}).items():
+        if name not in spec:
+            raise UserError(f"unknown knob {name!r} for {what}", f"knobs are {', '.join(spec)}")
+        out[name] = check_knob(spec[name], value)
+    return out
+
+
+def difficulty_of(presets: Mapping[str, Mapping[str, Any]], knobs: Mapping[str, Any]) -> str:
+    """The preset whose knobs equal ``knobs`` exactly, else ``"custom"``."""
+    return next((name for name, p in presets.items() if p == knobs), "custom")
+
+
+DEFAULT_LIMIT = 50
+"""Tasks a generated environment lists when no limit is given."""
+
+
+def check_split(split: str | None) -> None:
+    """A :class:`UserError` unless ``split`` is ``None`` or one of :data:`SPLITS`."""
+    if split is not None and split not in SPLITS:
+        raise UserError(f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
+
+
+def list_generated(
+    generator: Generator, knobs: dict[str, Any], split: str | None, limit: int | None, seed: int
+) -> list[TaskSpec]:
+    """``limit`` (default :data:`DEFAULT_LIMIT`) tasks from ``generator`` at ``knobs``. The
+    ``i``-th task of a split has the ``i``-th distinct index drawn from
+    ``random.Random(seed)``, so a shorter list is a prefix of a longer one; ``split=None``
+    takes train, val and test tasks in turn."""
+    check_split(split)
+    n = DEFAULT_LIMIT if limit is None else limit
+    splits = SPLITS if split is None else (split,)
+    per_split = -(-n // len(splits))
+    rng = random.Random(seed)
+    indices: dict[int, None] = {}
+    while len(indices) < per_split:
+        indices.setdefault(rng.randrange(SPLIT_SPAN), None)
+    return [generator.sample(knobs, i, s) for i in indices for s in splits][:n]
