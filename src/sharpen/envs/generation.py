@@ -107,3 +107,19 @@ def list_generated(
     while len(indices) < per_split:
         indices.setdefault(rng.randrange(SPLIT_SPAN), None)
     return [generator.sample(knobs, i, s) for i in indices for s in splits][:n]
+
+
+class PresetKnobs:
+    """The knob half of the :class:`~sharpen.envs.base.Generator` protocol, shared by every
+    generator: a subclass sets ``KNOB_SCHEMA`` and ``PRESET_TABLE``."""
+
+    KNOB_SCHEMA: tuple[Knob, ...] = ()
+    PRESET_TABLE: Mapping[str, Mapping[str, Any]] = {}
+
+    def knobs(self) -> list[Knob]:
+        """The knob schema (copies; defaults are the ``easy`` preset)."""
+        return [k.model_copy() for k in self.KNOB_SCHEMA]
+
+    def presets(self) -> dict[str, dict[str, Any]]:
+        """Named presets (copies)."""
+        return {name: dict(p) for name, p in self.PRESET_TABLE.items()}

@@ -185,17 +185,12 @@ def _compile(source: str, entry_point: str, name: str) -> Any:
     return namespace[entry_point]
 
 
-class FunctionTaskGenerator:
+class FunctionTaskGenerator(generation.PresetKnobs):
     """Implements the :class:`~sharpen.envs.base.Generator` protocol for the ``code`` env.
     Stateless: any two instances produce the same tasks."""
 
-    def knobs(self) -> list[Knob]:
-        """The knob schema (defaults are the ``easy`` preset)."""
-        return [k.model_copy() for k in KNOBS]
-
-    def presets(self) -> dict[str, dict[str, Any]]:
-        """Named presets (copies)."""
-        return {name: dict(p) for name, p in PRESETS.items()}
+    KNOB_SCHEMA = KNOBS
+    PRESET_TABLE = PRESETS
 
     def sample(self, knobs: dict[str, Any], seed: int, split: str = "test") -> TaskSpec:
         """The ``seed``-th task of ``split`` at ``knobs`` (missing knobs take their defaults).

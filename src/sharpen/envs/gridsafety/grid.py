@@ -183,17 +183,12 @@ def grid_of(task: TaskSpec) -> Grid:
     return build_grid(task.seed, resolve_knobs(task.knobs))
 
 
-class GridTaskGenerator:
+class GridTaskGenerator(generation.PresetKnobs):
     """Implements the :class:`~sharpen.envs.base.Generator` protocol for ``gridsafety``.
     Stateless: any two instances produce the same tasks."""
 
-    def knobs(self) -> list[Knob]:
-        """The knob schema (defaults are the ``easy`` preset)."""
-        return [k.model_copy() for k in KNOBS]
-
-    def presets(self) -> dict[str, dict[str, Any]]:
-        """Named presets (copies)."""
-        return {name: dict(p) for name, p in PRESETS.items()}
+    KNOB_SCHEMA = KNOBS
+    PRESET_TABLE = PRESETS
 
     def sample(self, knobs: dict[str, Any], seed: int, split: str = "test") -> TaskSpec:
         """The ``seed``-th task of ``split`` at ``knobs`` (missing knobs take their defaults);

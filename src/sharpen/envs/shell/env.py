@@ -31,7 +31,7 @@ from sharpen.core.registry import register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
 from sharpen.envs import generation
-from sharpen.envs.base import EnvInfo, Knob, StepResult
+from sharpen.envs.base import EnvInfo, StepResult
 from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
 from sharpen.envs.shell import tasks as gen
 from sharpen.envs.shell.check import CheckResult, run_checks
@@ -71,14 +71,11 @@ def _listing(problem: ShellProblem) -> str:
                      for path, text in sorted(problem.files.items()))
 
 
-class ShellTaskGenerator:
+class ShellTaskGenerator(generation.PresetKnobs):
     """The :class:`~sharpen.envs.base.Generator` of shell tasks (stateless)."""
 
-    def knobs(self) -> list[Knob]:
-        return [k.model_copy() for k in gen.KNOBS]
-
-    def presets(self) -> dict[str, dict[str, Any]]:
-        return {name: dict(p) for name, p in gen.PRESETS.items()}
+    KNOB_SCHEMA = gen.KNOBS
+    PRESET_TABLE = gen.PRESETS
 
     def sample(self, knobs: dict[str, Any], seed: int, split: str = "test") -> TaskSpec:
         """The ``seed``-th task of ``split`` at ``knobs`` (seed moved into the split's range)."""

@@ -410,17 +410,12 @@ def build(seed: int, knobs: dict[str, Any]) -> SqlProblem:
     raise RuntimeError(f"no usable question for seed {seed} and knobs {knobs}")  # pragma: no cover
 
 
-class SqlTaskGenerator:
+class SqlTaskGenerator(generation.PresetKnobs):
     """Implements the :class:`~sharpen.envs.base.Generator` protocol for the ``sql`` env.
     Stateless: any two instances produce the same tasks."""
 
-    def knobs(self) -> list[Knob]:
-        """The knob schema (defaults are the ``easy`` preset)."""
-        return [k.model_copy() for k in KNOBS]
-
-    def presets(self) -> dict[str, dict[str, Any]]:
-        """Named presets (copies)."""
-        return {name: dict(p) for name, p in PRESETS.items()}
+    KNOB_SCHEMA = KNOBS
+    PRESET_TABLE = PRESETS
 
     def sample(self, knobs: dict[str, Any], seed: int, split: str = "test") -> TaskSpec:
         """The ``seed``-th task of ``split`` at ``knobs`` (missing knobs take their defaults)."""
