@@ -20,6 +20,7 @@ from sharpen.core.registry import register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
 from sharpen.envs import generation
+from sharpen.envs.args import positive_int, positive_seconds
 from sharpen.envs.base import EnvInfo, StepResult
 from sharpen.envs.code import generator as gen
 from sharpen.envs.code import humaneval
@@ -65,12 +66,8 @@ class CodeEnv:
             raise UserError(f"unknown code source {source!r}", f"use one of {', '.join(SOURCES)}")
         if feedback not in ("full", "binary"):
             raise UserError(f"unknown feedback mode {feedback!r}", "use 'full' or 'binary'")
-        if not isinstance(max_submissions, int) or max_submissions < 1:
-            raise UserError(f"max_submissions must be a positive integer, got {max_submissions!r}",
-                            "set max_submissions to 1 or more")
-        if not test_timeout > 0:
-            raise UserError(f"test_timeout must be positive, got {test_timeout!r}",
-                            "set test_timeout to a number of seconds above 0")
+        positive_int("max_submissions", max_submissions)
+        positive_seconds("test_timeout", test_timeout)
         self.source = source
         self.difficulty = difficulty
         self.knob_values = gen.resolve_knobs(knobs, difficulty)

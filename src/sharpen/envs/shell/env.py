@@ -23,7 +23,6 @@ import asyncio
 import threading
 from typing import Any
 
-from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.messages import ToolSpec
 from sharpen.core.outcome import Outcome
@@ -31,6 +30,7 @@ from sharpen.core.registry import register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
 from sharpen.envs import generation
+from sharpen.envs.args import positive_int, positive_seconds
 from sharpen.envs.base import EnvInfo, StepResult
 from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
 from sharpen.envs.shell import tasks as gen
@@ -125,12 +125,8 @@ class ShellEnv:
 
     def __init__(self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
                  max_commands: int = 10, command_timeout: float = 5.0) -> None:
-        if not isinstance(max_commands, int) or max_commands < 1:
-            raise UserError(f"max_commands must be a positive integer, got {max_commands!r}",
-                            "set max_commands to 1 or more")
-        if not command_timeout > 0:
-            raise UserError(f"command_timeout must be positive, got {command_timeout!r}",
-                            "set command_timeout to a number of seconds above 0")
+        positive_int("max_commands", max_commands)
+        positive_seconds("command_timeout", command_timeout)
         self.difficulty = difficulty
         self.knob_values = gen.resolve_knobs(knobs, difficulty)
         self.max_commands = max_commands

@@ -22,6 +22,7 @@ from sharpen.core.registry import register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
 from sharpen.envs import generation
+from sharpen.envs.args import positive_int, positive_seconds
 from sharpen.envs.base import EnvInfo, StepResult
 from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
 from sharpen.envs.sql import generator as gen
@@ -58,12 +59,8 @@ class SqlEnv:
 
     def __init__(self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
                  max_submissions: int = 3, time_limit: float = 2.0) -> None:
-        if not isinstance(max_submissions, int) or max_submissions < 1:
-            raise UserError(f"max_submissions must be a positive integer, got {max_submissions!r}",
-                            "set max_submissions to 1 or more")
-        if not time_limit > 0:
-            raise UserError(f"time_limit must be positive, got {time_limit!r}",
-                            "set time_limit to a number of seconds above 0")
+        positive_int("max_submissions", max_submissions)
+        positive_seconds("time_limit", time_limit)
         self.difficulty = difficulty
         self.knob_values = gen.resolve_knobs(knobs, difficulty)
         self.max_submissions = max_submissions
