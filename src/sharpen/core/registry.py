@@ -30,11 +30,19 @@ KINDS = ("env", "agent", "model", "proposer", "judge", "verifier")
 
 # Modules that register the built-in plug-ins. Importing them lazily keeps `import sharpen`
 # fast and lets optional dependencies (llama.cpp) stay optional.
+# One module per line: each environment package registers its env and its verifier.
+_ENV_MODULES: tuple[str, ...] = (
+    "sharpen.envs.code",
+    "sharpen.envs.gridsafety",
+    "sharpen.envs.sql",
+    "sharpen.envs.shell",
+)
 _BUILTIN_MODULES: dict[str, tuple[str, ...]] = {
-    "env": ("sharpen.envs.code", "sharpen.envs.gridsafety", "sharpen.envs.sql", "sharpen.envs.shell"),
+    "env": _ENV_MODULES,
     "agent": ("sharpen.agents.tool_agent", "sharpen.agents.baselines"),
     "model": ("sharpen.models.local", "sharpen.models.openai_compat", "sharpen.models.replay"),
-    "verifier": ("sharpen.envs.code", "sharpen.envs.gridsafety", "sharpen.envs.sql", "sharpen.envs.shell"),
+    "verifier": _ENV_MODULES,
+    "proposer": (),
 }
 
 
