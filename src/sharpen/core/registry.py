@@ -36,6 +36,7 @@ _ENV_MODULES: tuple[str, ...] = (
     "sharpen.envs.gridsafety",
     "sharpen.envs.sql",
     "sharpen.envs.shell",
+    "sharpen.envs.textworld",
 )
 _BUILTIN_MODULES: dict[str, tuple[str, ...]] = {
     "env": _ENV_MODULES,
