@@ -104,6 +104,8 @@ def parse_text_action(text: str, tools: list[ToolSpec], *, cut_off: bool = False
     start = _CODE_START.search(text)
     if start:
         return Action(tool=tool.name, arguments={tool.text_argument: text[start.start():]})
+    if tool.text_hint:  # environments that want something other than code say what
+        raise ParseError(f"No answer for `{tool.name}` found in your reply. {tool.text_hint}.")
     raise ParseError(
         "No code found in your reply. Reply with the complete function in a ```python code block."
     )

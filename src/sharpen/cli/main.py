@@ -7,7 +7,16 @@ import sys
 import typer
 from rich.console import Console
 
-from sharpen.cli import browse, compare_cmd, envs_cmd, report_cmd, run_cmd, view_cmd
+from sharpen.cli import (
+    browse,
+    compare_cmd,
+    demo_cmd,
+    envs_cmd,
+    improve_cmd,
+    report_cmd,
+    run_cmd,
+    view_cmd,
+)
 from sharpen.core.errors import UserError
 
 app = typer.Typer(
@@ -25,6 +34,8 @@ app.command("export")(browse.export)
 app.command("report")(report_cmd.report)
 app.command("compare")(compare_cmd.compare)
 app.command("view")(view_cmd.view)
+app.command("improve")(improve_cmd.improve)
+app.command("demo")(demo_cmd.demo)
 
 
 def main() -> None:

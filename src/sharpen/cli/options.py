@@ -8,13 +8,25 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
+from sharpen.core.registry import REGISTRY, PluginRef
 
 StoreOpt = Annotated[
     str | None,
     typer.Option("--store", envvar="SHARPEN_STORE",
                  help="SQLAlchemy URL of the store (default: sqlite:///.sharpen/sharpen.db)."),
 ]
+
+ModelOpt = Annotated[str | None, typer.Option(
+    "--model", "-m", help="Model backend: local (embedded SmolLM2), openai, replay.")]
+BaseUrlOpt = Annotated[str | None, typer.Option(
+    help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (implies --model openai).")]
+ModelNameOpt = Annotated[str | None, typer.Option(help="Model name sent to the OpenAI-compatible server.")]
+ModelArgOpt = Annotated[list[str] | None, typer.Option(
+    "--model-arg", help="Extra model args, KEY=VALUE (repeatable).")]
+EnvArgOpt = Annotated[list[str] | None, typer.Option(
+    "--env-arg", "-E", help="Environment args, KEY=VALUE (e.g. max_submissions=2).")]
 
 
 def parse_kv(pairs: list[str] | None, flag: str) -> dict[str, Any]:
@@ -35,3 +47,20 @@ def open_store(url: str | None):
     from sharpen.store import Store
 
     return Store(url or os.environ.get("SHARPEN_STORE") or None)
+
+
+def model_ref(spec: AgentSpec, model: str | None, base_url: str | None, model_name: str | None,
+              model_args: dict) -> PluginRef:
+    """The spec's model ref, overridden by the CLI's model flags (``--base-url`` alone implies
+    ``openai``); an unknown model name fails with suggestions."""
+    if model is None and base_url is None and model_name is None and not model_args:
+        return spec.model
+    name = model or ("openai" if base_url else spec.model.name)
+    args = dict(spec.model.args) if name == spec.model.name else {}
+    if base_url is not None:
+        args["base_url"] = base_url
+    if model_name is not None:
+        args["model"] = model_name
+    args.update(model_args)
+    REGISTRY.get("model", name)  # unknown names fail here, with suggestions
+    return PluginRef(name=name, args=args)

@@ -9,7 +9,17 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from sharpen.cli.options import StoreOpt, open_store, parse_kv
+from sharpen.cli.options import (
+    BaseUrlOpt,
+    EnvArgOpt,
+    ModelArgOpt,
+    ModelNameOpt,
+    ModelOpt,
+    StoreOpt,
+    model_ref,
+    open_store,
+    parse_kv,
+)
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
@@ -18,21 +28,6 @@ from sharpen.run import RetryPolicy, RunConfig, Runner
 if TYPE_CHECKING:
     from sharpen.envs.base import Environment
     from sharpen.store import Store
-
-
-def _model_ref(spec: AgentSpec, model: str | None, base_url: str | None, model_name: str | None,
-               model_args: dict) -> PluginRef:
-    if model is None and base_url is None and model_name is None and not model_args:
-        return spec.model
-    name = model or ("openai" if base_url else spec.model.name)
-    args = dict(spec.model.args) if name == spec.model.name else {}
-    if base_url is not None:
-        args["base_url"] = base_url
-    if model_name is not None:
-        args["model"] = model_name
-    args.update(model_args)
-    REGISTRY.get("model", name)  # unknown names fail here, with suggestions
-    return PluginRef(name=name, args=args)
 
 
 def _with_agent(spec: AgentSpec, name: str, *, named: bool, model_flags: bool) -> AgentSpec:
@@ -67,15 +62,10 @@ def _print_power_plan(console: Console, st: Store, environment: Environment, env
 
 def run(
     env: Annotated[str, typer.Argument(help="Environment id (see `sharpen envs`).")],
-    model: Annotated[str | None, typer.Option(
-        "--model", "-m", help="Model backend: local (embedded SmolLM2), openai, replay.")] = None,
-    base_url: Annotated[str | None, typer.Option(
-        help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (implies --model openai).")
-    ] = None,
-    model_name: Annotated[str | None, typer.Option(
-        help="Model name sent to the OpenAI-compatible server.")] = None,
-    model_arg: Annotated[list[str] | None, typer.Option(
-        "--model-arg", help="Extra model args, KEY=VALUE (repeatable).")] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    model_name: ModelNameOpt = None,
+    model_arg: ModelArgOpt = None,
     tasks: Annotated[int | None, typer.Option("--tasks", "-n", help="Run the first N tasks.")] = None,
     split: Annotated[str | None, typer.Option(help="train, val or test (default: all).")] = None,
     epochs: Annotated[int, typer.Option("--epochs", "-k", min=1, help="Repetitions per task.")] = 1,
@@ -86,8 +76,7 @@ def run(
         "--agent-name", help="Agent plug-in: tool (default), null (submits nothing) or reference "
                              "(submits the env's reference solution); null and reference need no model.")
     ] = None,
-    env_arg: Annotated[list[str] | None, typer.Option(
-        "--env-arg", "-E", help="Environment args, KEY=VALUE (e.g. max_submissions=2).")] = None,
+    env_arg: EnvArgOpt = None,
     seed: Annotated[int, typer.Option(help="Base seed.")] = 0,
     retries: Annotated[int, typer.Option(help="Retries per model call on infra errors.")] = 4,
     retry_delay: Annotated[float, typer.Option(help="First retry delay, seconds.")] = 0.5,
@@ -107,7 +96,7 @@ def run(
     if agent_name is not None:
         spec = _with_agent(spec, agent_name, named=agent is None,
                            model_flags=any((model, base_url, model_name, model_arg)))
-    ref = _model_ref(spec, model, base_url, model_name, parse_kv(model_arg, "--model-arg"))
+    ref = model_ref(spec, model, base_url, model_name, parse_kv(model_arg, "--model-arg"))
     spec = spec.model_copy(update={"model": ref})
     env_ref = PluginRef(name=env, args=parse_kv(env_arg, "--env-arg"))
     environment = REGISTRY.create("env", env_ref)

@@ -41,10 +41,12 @@ _ENV_MODULES: tuple[str, ...] = (
 )
 _BUILTIN_MODULES: dict[str, tuple[str, ...]] = {
     "env": _ENV_MODULES,
-    "agent": ("sharpen.agents.tool_agent", "sharpen.agents.baselines"),
+    "agent": ("sharpen.agents.tool_agent", "sharpen.agents.baselines", "sharpen.agents.reflexion"),
     "model": ("sharpen.models.local", "sharpen.models.openai_compat", "sharpen.models.replay"),
     "verifier": _ENV_MODULES,
-    "proposer": (),
+    "proposer": (
+        "sharpen.improve.proposers.reflexion",
+    ),
 }
 
 

@@ -28,6 +28,9 @@ class RunConfig(BaseModel):
     """Base seed; each (task, epoch) derives its own."""
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     """Retries of infra errors."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Free-form labels stored in the run manifest's ``extra`` (e.g. which improvement
+    experiment and split a run belongs to); not part of the config hash."""
 
     def config_hash(self) -> str:
         """Identity of the work (not of how it is scheduled): equal hashes resume each other."""

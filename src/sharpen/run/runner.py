@@ -96,7 +96,8 @@ class Runner:
                 run_id=run_id, env=config.env, agent_hash=config.agent.hash(),
                 task_ids=[t.id for t in config.tasks], epochs=config.epochs, seed=config.seed,
                 config_hash=config_hash, isolation=_isolation(),
-                extra={"concurrency": config.concurrency, "model": config.agent.model.name},
+                extra={"concurrency": config.concurrency, "model": config.agent.model.name,
+                       **config.labels},
             )
             self.store.create_run(manifest, config.agent, config.tasks)
         else:

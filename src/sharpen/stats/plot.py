@@ -8,6 +8,7 @@ The Agg backend is used, so no display is needed.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sharpen.core.errors import UserError
 from sharpen.stats.cost import Frontier, FrontierPoint
@@ -16,12 +17,9 @@ STEM = "cost_accuracy"
 """File name (without extension) of the plots."""
 
 
-def plot_frontier(front: Frontier, out_dir: Path, title: str = "Cost–accuracy frontier") -> list[Path]:
-    """Draw ``front`` into ``out_dir/cost_accuracy.png`` and ``.svg``; returns both paths.
-
-    Each run is a point with its 95% interval as an error bar; runs on the Pareto frontier
-    are filled and joined by a line, dominated runs are hollow.
-    """
+def pyplot(out_dir: Path) -> Any:
+    """``matplotlib.pyplot`` on the Agg backend, with ``out_dir`` created; a UserError
+    naming the fix when matplotlib is missing or the folder cannot be made."""
     try:
         import matplotlib
 
@@ -35,6 +33,16 @@ def plot_frontier(front: Frontier, out_dir: Path, title: str = "Cost–accuracy 
     except OSError as exc:
         raise UserError(f"cannot create the plot directory {out_dir}: {exc.strerror}",
                         "pass a writable directory to --plot") from None
+    return plt
+
+
+def plot_frontier(front: Frontier, out_dir: Path, title: str = "Cost–accuracy frontier") -> list[Path]:
+    """Draw ``front`` into ``out_dir/cost_accuracy.png`` and ``.svg``; returns both paths.
+
+    Each run is a point with its 95% interval as an error bar; runs on the Pareto frontier
+    are filled and joined by a line, dominated runs are hollow.
+    """
+    plt = pyplot(out_dir)
     usd = front.axis == "cost_usd"
 
     def x(p: FrontierPoint) -> float:

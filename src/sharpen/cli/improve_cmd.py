@@ -1,0 +1,142 @@
+"""``sharpen improve``: improve an AgentSpec with a proposer, prove it on held-out tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from sharpen.cli.options import (
+    BaseUrlOpt,
+    EnvArgOpt,
+    ModelArgOpt,
+    ModelNameOpt,
+    ModelOpt,
+    StoreOpt,
+    model_ref,
+    open_store,
+    parse_kv,
+)
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.errors import UserError
+from sharpen.core.registry import REGISTRY, PluginRef
+from sharpen.improve.budget import Budget, preflight
+from sharpen.improve.engine import EngineConfig
+from sharpen.improve.experiment import Experiment, ExperimentConfig, ExperimentResult
+from sharpen.improve.models import SharedModels
+from sharpen.improve.report import plot_curves, render
+
+
+def experiment_folder(store_url: str, experiment_id: str, base: Path | None) -> Path:
+    """Where an experiment's checkpoints and results live: ``base/ID``, by default next to a
+    SQLite store (``.sharpen/improve/ID``), else under ``.sharpen/improve``."""
+    if base is None:
+        path = store_url.removeprefix("sqlite:///") if store_url.startswith("sqlite:///") else None
+        base = (Path(path).parent if path else Path(".sharpen")) / "improve"
+    return base / experiment_id
+
+
+def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: Path | None,
+                   resume: bool, fresh: bool, concurrency: int, console: Console) -> ExperimentResult:
+    """Run ``config`` with progress lines on ``console``; checkpoint, resume, Ctrl-C."""
+    config.engine.budget.check()
+    st = open_store(store_url)
+    exp_id = config.experiment_id()
+    folder = experiment_folder(st.url, exp_id, folder)
+    if folder.exists() and not resume:
+        if not fresh:
+            raise UserError(f"experiment {exp_id} already has a checkpoint in {folder}",
+                            "add --resume to continue it, or --fresh to start it over")
+        shutil.rmtree(folder)
+    others = ", ".join(b.name for b in config.baselines)
+    console.print(f"[bold]sharpen improve[/] {config.env.name} · proposer {config.proposer.name}"
+                  + (f" · baselines {others}" if others else "")
+                  + f" · experiment {exp_id} · store {st.url}")
+    console.print(preflight(config.engine.budget, val_size=config.val, minibatch=config.engine.minibatch),
+                  highlight=False)
+    models = SharedModels()
+
+    async def go() -> ExperimentResult:
+        try:
+            return await Experiment(
+                config, st, folder, models=models, concurrency=concurrency,
+                on_event=lambda m: console.print(f"  {m}", highlight=False, markup=False),
+            ).run()
+        finally:
+            await models.aclose()
+
+    try:
+        result = asyncio.run(go())
+    except KeyboardInterrupt:
+        console.print("[yellow]Interrupted.[/] Progress is checkpointed in "
+                      f"{folder}; rerun the same command with --resume to continue.")
+        raise typer.Exit(130) from None
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "result.json").write_text(result.model_dump_json(indent=2))
+    return result
+
+
+def improve(
+    env: Annotated[str, typer.Argument(help="Environment id (see `sharpen envs`).")],
+    proposer: Annotated[str, typer.Option(
+        "--proposer", "-p", help="Proposer: reflexion, guidelines, evolve, opro, best_of_n.")] = "reflexion",
+    proposer_arg: Annotated[list[str] | None, typer.Option(
+        "--proposer-arg", help="Proposer args, KEY=VALUE (repeatable).")] = None,
+    baselines: Annotated[str, typer.Option(
+        help="Comma-separated proposers to run with the same budget for comparison, e.g. opro,best_of_n.")
+    ] = "",
+    agent: Annotated[Path | None, typer.Option("--agent", help="Seed AgentSpec YAML.")] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    model_name: ModelNameOpt = None,
+    model_arg: ModelArgOpt = None,
+    env_arg: EnvArgOpt = None,
+    budget_rollouts: Annotated[int | None, typer.Option(help="Rollouts on train+val.")] = 60,
+    budget_tokens: Annotated[int | None, typer.Option(help="Tokens (rollouts + proposers).")] = None,
+    budget_usd: Annotated[float | None, typer.Option(help="Dollars (rollouts + proposers).")] = None,
+    train: Annotated[int, typer.Option(help="Training tasks.")] = 20,
+    val: Annotated[int, typer.Option(help="Validation tasks.")] = 10,
+    test: Annotated[int, typer.Option(help="Held-out test tasks.")] = 30,
+    minibatch: Annotated[int, typer.Option(min=1, help="Training tasks per gate.")] = 4,
+    seed: Annotated[int, typer.Option(help="Engine seed (parents, minibatches, sampling).")] = 0,
+    task_seed: Annotated[int, typer.Option(help="Seed of the generated task lists.")] = 0,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Write the winning AgentSpec here (YAML; `sharpen run --agent` loads it).")
+    ] = None,
+    folder: Annotated[Path | None, typer.Option(
+        "--dir", help="Experiment folder (default .sharpen/improve/<experiment id>).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the checkpointed experiment.")] = False,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Delete its checkpoint and start over.")] = False,
+    plot: Annotated[Path | None, typer.Option(help="Write the anytime curve (PNG, SVG) here.")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 1,
+    store: StoreOpt = None,
+) -> None:
+    """Improve an AgentSpec on train/val within a budget; report its held-out gain on test."""
+    console = Console()
+    spec = AgentSpec.load(agent) if agent else AgentSpec()
+    spec = spec.model_copy(update={"model": model_ref(spec, model, base_url, model_name,
+                                                      parse_kv(model_arg, "--model-arg"))})
+    refs = [PluginRef(name=proposer, args=parse_kv(proposer_arg, "--proposer-arg"))]
+    refs += [PluginRef(name=b.strip()) for b in baselines.split(",") if b.strip()]
+    for ref in refs:
+        REGISTRY.get("proposer", ref.name)  # unknown names fail here, with suggestions
+    config = ExperimentConfig(
+        env=PluginRef(name=env, args=parse_kv(env_arg, "--env-arg")), seed_spec=spec,
+        proposer=refs[0], baselines=refs[1:], train=train, val=val, test=test, task_seed=task_seed,
+        engine=EngineConfig(budget=Budget(rollouts=budget_rollouts, tokens=budget_tokens, usd=budget_usd),
+                            minibatch=minibatch, seed=seed),
+    )
+    REGISTRY.get("env", env)
+    result = run_experiment(config, store_url=store, folder=folder, resume=resume, fresh=fresh,
+                            concurrency=concurrency, console=console)
+    render(result, console)
+    if out is not None:
+        result.results[0].winner.dump(out)
+        console.print(f"winning spec written to {out} (run it: sharpen run {env} --agent {out})")
+    if plot is not None:
+        paths = plot_curves(result, plot)
+        console.print(f"anytime curve: {', '.join(map(str, paths))}")

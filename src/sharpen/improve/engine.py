@@ -1,0 +1,232 @@
+"""The improvement engine: propose → gate → validate → archive, within a budget.
+
+One iteration:
+
+1. pick a parent from the archive's Pareto front (seeded RNG);
+2. draw a training minibatch and evaluate the parent on it (usually cached);
+3. ask the proposer for a child, given the parent's traces on that minibatch and the
+   parent's rejection log; an invalid proposal (truncated, ``<think>``, too long, unchanged,
+   a repeat of a rejected child) is retried up to ``max_invalid`` times, spending tokens but
+   no rollouts;
+4. **gate**: evaluate the child on the same minibatch with the same seeds; it must solve
+   strictly more tasks than its parent, else it goes to the parent's rejection log;
+5. evaluate the winner on the validation split and archive it.
+
+The engine never sees the test split: it gets training and validation tasks only (the
+:class:`~sharpen.improve.experiment.Experiment` scores test outside the budget). State is
+checkpointed after every iteration; :meth:`Engine.run` on an existing checkpoint continues
+it, and reaches the same archive as an uninterrupted run when the models are deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.messages import Usage
+from sharpen.core.task import TaskSpec
+from sharpen.improve.budget import Budget
+from sharpen.improve.candidate import Candidate
+from sharpen.improve.evaluate import Evaluator
+from sharpen.improve.proposal import (
+    InvalidProposal,
+    Proposal,
+    ProposalContext,
+    Proposer,
+    ProposerLLM,
+    Rejection,
+)
+from sharpen.improve.state import CurvePoint, EngineState
+from sharpen.models.base import ChatModel
+
+MAX_COMPONENT_CHARS = 6000
+"""Longest text component a proposal may set (a bound against runaway prompts)."""
+
+
+class EngineConfig(BaseModel):
+    """How the engine searches."""
+
+    budget: Budget = Field(default_factory=Budget)
+    """Rollouts, tokens, dollars."""
+    minibatch: int = 4
+    """Training tasks per gate."""
+    max_invalid: int = 3
+    """Retries of an invalid proposal within one iteration."""
+    max_idle: int = 8
+    """Iterations in a row without a valid proposal that stop the run."""
+    max_iterations: int = 1000
+    """Hard stop on iterations."""
+    reflection_tokens: int = 1500
+    """Token budget of the traces in one proposer prompt."""
+    proposer_params: dict = Field(default_factory=lambda: {"temperature": 0.7, "max_tokens": 400})
+    """Sampling params of proposer calls."""
+    seed: int = 0
+    """Seed of the engine's RNG (parent choice, minibatches, proposer sampling)."""
+
+
+class Engine:
+    """Runs one proposer over one (train, val) pair of task lists (see the module doc)."""
+
+    def __init__(
+        self, *, proposer: Proposer, proposer_name: str, seed_spec: AgentSpec,
+        train: Sequence[TaskSpec], val: Sequence[TaskSpec], evaluator: Evaluator,
+        proposer_model: ChatModel, config: EngineConfig, checkpoint: Path,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
+        if not train or not val:
+            raise ValueError("the engine needs training and validation tasks")
+        self.proposer = proposer
+        self.proposer_name = proposer_name
+        self.seed_spec = seed_spec
+        self.train = list(train)
+        self.val = list(val)
+        self.evaluator = evaluator
+        self.proposer_model = proposer_model
+        self.config = config
+        self.checkpoint = checkpoint
+        self.on_event = on_event or (lambda _msg: None)
+        self.state = EngineState.load(checkpoint) if checkpoint.exists() else EngineState()
+        self.evaluator.cache = self.state.cache
+        if self.state.proposer_state and hasattr(proposer, "load_state"):
+            proposer.load_state(self.state.proposer_state)
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def _charge_rollouts(self, n: int, usage: Usage) -> None:
+        s = self.state.spend
+        s.rollouts += n
+        s.rollout_usage = s.rollout_usage + usage
+
+    def _charge_proposer(self, usage: Usage) -> None:
+        self.state.spend.proposer_usage = self.state.spend.proposer_usage + usage
+
+    def _point(self) -> None:
+        s = self.state
+        s.curve.append(CurvePoint(rollouts=s.spend.rollouts, tokens=s.spend.tokens,
+                                  best_val=s.archive.best().val_score, iteration=s.iteration))
+
+    def _save(self, rng) -> None:
+        self.state.save_rng(rng)
+        if hasattr(self.proposer, "state"):
+            self.state.proposer_state = self.proposer.state()
+        self.state.save(self.checkpoint)
+
+    async def _evaluate(self, spec: AgentSpec, tasks: Sequence[TaskSpec], split: str):
+        ev = await self.evaluator.evaluate(spec, tasks, split)
+        self._charge_rollouts(ev.new_rollouts, ev.new_usage)
+        return ev
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def run(self) -> EngineState:
+        """Run (or continue) until the budget, ``max_iterations`` or ``max_idle`` stops it."""
+        s = self.state
+        rng = s.rng(self.config.seed)
+        if not s.archive.candidates:
+            ev = await self._evaluate(self.seed_spec, self.val, "val")
+            s.archive.add(Candidate(
+                spec=self.seed_spec, hash=ev.spec_hash, proposer="seed", change="the starting spec",
+                val={t.hash(): float(r.success) for t, r in zip(self.val, ev.records, strict=True)}))
+            self._point()
+            self.on_event(f"seed: val {s.archive.best().val_score:.1%}")
+            self._save(rng)
+        idle = 0
+        m = min(self.config.minibatch, len(self.train))
+        while s.stop_reason is None:
+            why = s.spend.exhausted(self.config.budget, next_rollouts=2 * m)
+            if why is None and s.iteration >= self.config.max_iterations:
+                why = f"max_iterations ({self.config.max_iterations})"
+            if why is None and idle >= self.config.max_idle:
+                why = f"no valid proposal in {idle} iterations in a row"
+            if why is not None:
+                s.stop_reason = why
+                break
+            valid = await self._iterate(rng, m)
+            idle = 0 if valid else idle + 1
+            s.iteration += 1
+            self._save(rng)
+        self._save(rng)
+        self.on_event(f"stopped: {s.stop_reason}")
+        return s
+
+    async def _iterate(self, rng, m: int) -> bool:
+        """One iteration; ``False`` when no valid proposal came (or none was needed)."""
+        s = self.state
+        s.account.iterations += 1
+        it = s.iteration + 1
+        parent = s.archive.select_parent(rng)
+        batch = rng.sample(self.train, m)
+        parent_ev = await self._evaluate(parent.spec, batch, "train")
+        if parent_ev.successes == m:
+            s.account.skipped += 1
+            self.on_event(f"#{it}: parent {parent.hash[:8]} solved the whole minibatch; skipped")
+            return True
+        ctx = ProposalContext(
+            parent=parent, minibatch=self.evaluator.trajectories(parent_ev),
+            rejected=list(s.rejected.get(parent.hash, [])), archive=s.archive, iteration=it,
+            rng=rng, reflection_tokens=self.config.reflection_tokens,
+            llm=ProposerLLM(self.proposer_model, self.config.proposer_params, self._charge_proposer,
+                            rng),
+        )
+        proposal = await self._propose(ctx)
+        if proposal is None:
+            return False
+        child = proposal.spec
+        child_ev = await self._evaluate(child, batch, "train")
+        accepted = child_ev.successes > parent_ev.successes
+        if hasattr(self.proposer, "observe"):
+            self.proposer.observe(parent, proposal, accepted)
+        if not accepted:
+            s.account.gated_out += 1
+            s.rejected.setdefault(parent.hash, []).append(Rejection(
+                child_hash=child.hash(), change=proposal.change, parent_successes=parent_ev.successes,
+                child_successes=child_ev.successes, minibatch=m))
+            self.on_event(f"#{it}: {proposal.change} — gated out "
+                          f"({child_ev.successes}/{m} vs parent {parent_ev.successes}/{m})")
+            return True
+        val_ev = await self._evaluate(child, self.val, "val")
+        s.archive.add(Candidate(
+            spec=child, hash=child.hash(), proposer=self.proposer_name, change=proposal.change,
+            iteration=it,
+            val={t.hash(): float(r.success) for t, r in zip(self.val, val_ev.records, strict=True)}))
+        s.account.accepted += 1
+        self._point()
+        self.on_event(f"#{it}: {proposal.change} — accepted, val "
+                      f"{s.archive.get(child.hash()).val_score:.1%} (best {s.archive.best().val_score:.1%})")
+        return True
+
+    async def _propose(self, ctx: ProposalContext) -> Proposal | None:
+        """A validated proposal, or ``None`` after ``max_invalid`` + 1 invalid ones."""
+        s = self.state
+        for _ in range(self.config.max_invalid + 1):
+            try:
+                proposal = await self.proposer.propose(ctx)
+                proposal = self._validate(ctx.parent, proposal)
+            except InvalidProposal as exc:
+                s.account.invalid += 1
+                s.invalid_reasons.append(str(exc))
+                self.on_event(f"#{ctx.iteration}: invalid proposal: {exc}")
+                continue
+            s.account.proposals += 1
+            return proposal
+        return None
+
+    def _validate(self, parent: Candidate, proposal: Proposal) -> Proposal:
+        """``proposal`` with lineage set, or :class:`InvalidProposal`."""
+        spec = proposal.spec
+        if not spec.parents:
+            spec = spec.model_copy(update={"parents": [parent.hash]})
+        h = spec.hash()
+        for name, text in spec.components.items():
+            if len(text) > MAX_COMPONENT_CHARS:
+                raise InvalidProposal(f"component {name!r} is longer than {MAX_COMPONENT_CHARS} characters")
+        if h == parent.hash:
+            raise InvalidProposal("the proposal does not change the parent")
+        if self.state.archive.has(h):
+            raise InvalidProposal("the proposal repeats an archived candidate")
+        if any(r.child_hash == h for rs in self.state.rejected.values() for r in rs):
+            raise InvalidProposal("the proposal repeats a rejected child")
+        return proposal.model_copy(update={"spec": spec})

@@ -1,0 +1,110 @@
+"""Evaluating candidates through the runner, each (spec, task) pair at most once.
+
+Every evaluation is an ordinary run in the store (labelled with the experiment and the
+split), so ``sharpen show``, ``report`` and ``view`` work on it. All runs of one experiment
+share one base seed, so a task gets the same sampling seed whichever spec plays it: a child
+and its parent are compared on the same minibatch with the same seeds. A (spec, task) pair
+already evaluated is served from the cache and costs no rollout; the cache is part of the
+engine's checkpoint, so a resumed run spends exactly what an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel, Field
+
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.messages import Usage
+from sharpen.core.registry import PluginRef
+from sharpen.core.task import TaskSpec
+from sharpen.core.trajectory import Trajectory
+from sharpen.models.base import ChatModel
+from sharpen.run.config import RunConfig
+from sharpen.run.runner import Runner
+from sharpen.store.store import Store
+
+
+class EvalRecord(BaseModel):
+    """Where one (spec, task) evaluation is stored and how it went."""
+
+    run_id: str
+    """The run that holds the trajectory."""
+    trajectory_id: str
+    """The trajectory."""
+    success: bool
+    """Whether it counts as a success (errors of the environment or infra count as failure
+    here and are visible in the stored run)."""
+    usage: Usage
+    """Tokens and cost of the episode."""
+
+
+class Evaluation(BaseModel):
+    """A spec's results on some tasks, in task order."""
+
+    spec_hash: str
+    """The spec."""
+    records: list[EvalRecord]
+    """One per task."""
+    new_rollouts: int = 0
+    """Episodes this call actually ran (the rest came from the cache)."""
+    new_usage: Usage = Field(default_factory=Usage)
+    """Usage of those episodes."""
+
+    @property
+    def successes(self) -> int:
+        """Successful tasks."""
+        return sum(r.success for r in self.records)
+
+
+class Evaluator:
+    """Runs specs on tasks of one environment into ``store`` (see the module doc)."""
+
+    def __init__(
+        self, store: Store, env: PluginRef, *, seed: int, concurrency: int = 1,
+        labels: dict[str, str] | None = None,
+        model_factory: Callable[[RunConfig], ChatModel] | None = None,
+        cache: dict[str, EvalRecord] | None = None,
+    ) -> None:
+        self.store = store
+        self.env = env
+        self.seed = seed
+        self.concurrency = concurrency
+        self.labels = labels or {}
+        self.runner = Runner(store, progress=False, model_factory=model_factory)
+        self.cache: dict[str, EvalRecord] = cache if cache is not None else {}
+
+    @staticmethod
+    def key(spec_hash: str, task: TaskSpec) -> str:
+        """Cache key of one (spec, task) pair."""
+        return f"{spec_hash}:{task.hash()}"
+
+    async def evaluate(self, spec: AgentSpec, tasks: Sequence[TaskSpec], split: str) -> Evaluation:
+        """``spec`` on ``tasks`` (one epoch); only pairs not yet in the cache are run. A run
+        interrupted earlier with the same missing tasks is resumed, not repeated."""
+        h = spec.hash()
+        missing = [t for t in tasks if self.key(h, t) not in self.cache]
+        new_usage = Usage()
+        if missing:
+            config = RunConfig(
+                env=self.env, agent=spec, tasks=missing, epochs=1, seed=self.seed,
+                concurrency=self.concurrency, labels={**self.labels, "split": split},
+            )
+            summary = await self.runner.run(config, resume=True)
+            for t in self.store.iter_trajectories(summary.run_id, with_steps=False):
+                ok = bool(t.outcome and t.outcome.success and t.outcome.counts)
+                self.cache[self.key(h, t.task)] = EvalRecord(
+                    run_id=summary.run_id, trajectory_id=t.id, success=ok, usage=t.usage)
+                new_usage = new_usage + t.usage
+        records = [self.cache[self.key(h, t)] for t in tasks]
+        return Evaluation(spec_hash=h, records=records, new_rollouts=len(missing), new_usage=new_usage)
+
+    def trajectories(self, evaluation: Evaluation) -> list[Trajectory]:
+        """The stored trajectories of ``evaluation``, steps included, in task order."""
+        wanted = {r.trajectory_id: i for i, r in enumerate(evaluation.records)}
+        out: list[Trajectory | None] = [None] * len(wanted)
+        for run_id in dict.fromkeys(r.run_id for r in evaluation.records):
+            for t in self.store.iter_trajectories(run_id):
+                if t.id in wanted:
+                    out[wanted[t.id]] = t
+        return [t for t in out if t is not None]

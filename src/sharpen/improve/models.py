@@ -1,0 +1,73 @@
+"""One model instance per ``{name, args}`` for a whole experiment.
+
+The runner normally builds (and closes) a model per run; an experiment makes hundreds of
+small runs, so it shares one instance per model ref across them and closes them once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sharpen.core.messages import Message, ToolSpec
+from sharpen.core.registry import REGISTRY, PluginRef
+from sharpen.models.base import ChatModel, Completion
+from sharpen.run.config import RunConfig
+from sharpen.run.runner import NoModel
+
+
+class _Borrowed:
+    """A shared model, built on first use, whose ``aclose`` is a no-op (the owner closes it).
+    Built lazily so that an experiment whose proposer never writes does not load a model."""
+
+    def __init__(self, build: Callable[[], ChatModel]) -> None:
+        self._build = build
+
+    @property
+    def inner(self) -> ChatModel:
+        return self._build()
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def supports_tools(self) -> bool:
+        return self.inner.supports_tools
+
+    async def complete(self, messages: list[Message], tools: list[ToolSpec] | None = None,
+                       params: dict[str, Any] | None = None) -> Completion:
+        return await self.inner.complete(messages, tools, params)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class SharedModels:
+    """Builds each model ref once. Callable as a runner ``model_factory``."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, ChatModel] = {}
+
+    def get(self, ref: PluginRef) -> ChatModel:
+        """The shared instance of ``ref`` (borrowed: closing it does nothing)."""
+        key = ref.hash()
+
+        def build() -> ChatModel:
+            if key not in self._models:
+                self._models[key] = REGISTRY.create("model", ref)
+            return self._models[key]
+
+        return _Borrowed(build)
+
+    def __call__(self, config: RunConfig) -> ChatModel:
+        agent_cls = REGISTRY.get("agent", config.agent.agent.name)
+        if not getattr(agent_cls, "needs_model", True):
+            return NoModel()
+        return self.get(config.agent.model)
+
+    async def aclose(self) -> None:
+        """Close every model built."""
+        for model in self._models.values():
+            await model.aclose()
+        self._models.clear()

@@ -1,0 +1,194 @@
+"""The proposer side of the engine: what a proposer sees, what it returns, and the checks
+every proposal passes before a single rollout is spent on it.
+
+A :class:`Proposer` gets a :class:`ProposalContext` — the parent, its trajectories on a
+*training* minibatch (never validation or test tasks), the rejection log of that parent, the
+archive, a seeded RNG and a :class:`ProposerLLM` — and returns a :class:`Proposal`: a child
+AgentSpec plus one line saying what changed. The engine gates, evaluates and archives it.
+
+Text a proposer gets from its LLM goes through :meth:`ProposerLLM.ask`, which raises
+:class:`InvalidProposal` for output that was cut at ``max_tokens``, holds ``<think>``
+reasoning, is empty, or is longer than the component limit. The engine retries an invalid
+proposal (up to ``max_invalid`` times) without spending rollouts, and charges its tokens.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.markdown import code_blocks
+from sharpen.core.messages import Message, Usage
+from sharpen.core.trajectory import Trajectory
+from sharpen.improve.candidate import Archive, Candidate
+from sharpen.models.base import ChatModel
+
+CHARS_PER_TOKEN = 4
+"""Token estimate used for trimming (about four characters per token for English and code;
+exact counts come from the model's usage)."""
+
+THINK = re.compile(r"</?think>", re.IGNORECASE)
+
+
+class InvalidProposal(Exception):
+    """A proposal that fails validation; the engine retries without spending rollouts."""
+
+
+class Rejection(BaseModel):
+    """One child that lost its gate (shown to later proposers of the same parent)."""
+
+    child_hash: str
+    """The rejected spec's hash (the engine never evaluates it again)."""
+    change: str
+    """What the proposer changed."""
+    parent_successes: int
+    """Parent's successes on the minibatch."""
+    child_successes: int
+    """Child's successes on the same minibatch."""
+    minibatch: int
+    """Minibatch size."""
+
+
+class Proposal(BaseModel):
+    """A child spec and what changed."""
+
+    spec: AgentSpec
+    """The child; the engine sets ``parents`` to the parent's hash when left empty."""
+    change: str
+    """One line for the lineage and the rejection log."""
+
+
+class ProposerLLM:
+    """The LLM a proposer writes with: validated text, usage charged to the run.
+
+    ``seed`` of each call comes from the context's RNG, so a run is reproducible."""
+
+    def __init__(
+        self, model: ChatModel, params: dict[str, Any], charge: Callable[[Usage], None],
+        rng: random.Random, max_chars: int = 4000,
+    ) -> None:
+        self.model = model
+        self.params = params
+        self.charge = charge
+        self.rng = rng
+        self.max_chars = max_chars
+
+    async def ask(self, prompt: str, *, system: str | None = None, **params: Any) -> str:
+        """The model's reply to ``prompt``; :class:`InvalidProposal` if it was truncated,
+        holds ``<think>``, is empty or is longer than ``max_chars``."""
+        messages = ([Message(role="system", content=system)] if system else []) + [
+            Message(role="user", content=prompt)
+        ]
+        call = {**self.params, **params, "seed": self.rng.randrange(2**31)}
+        completion = await self.model.complete(messages, None, call)
+        self.charge(completion.usage)
+        text = (completion.message.content or "").strip()
+        if completion.finish_reason == "length":
+            raise InvalidProposal("the proposer's reply was cut at max_tokens")
+        if THINK.search(text):
+            raise InvalidProposal("the proposer's reply holds <think> reasoning")
+        if not text:
+            raise InvalidProposal("the proposer's reply is empty")
+        if len(text) > self.max_chars:
+            raise InvalidProposal(f"the proposer's reply is longer than {self.max_chars} characters")
+        return text
+
+
+def extract_text(reply: str, *, min_chars: int = 20) -> str:
+    """The proposed text of ``reply``: its last fenced block when it has one, else the reply.
+    :class:`InvalidProposal` when that is shorter than ``min_chars``."""
+    blocks = [b for b in code_blocks(reply) if b.closed]
+    text = (blocks[-1].body if blocks else reply).strip()
+    if len(text) < min_chars:
+        raise InvalidProposal(f"the proposed text is shorter than {min_chars} characters")
+    return text
+
+
+class ProposalContext(BaseModel):
+    """What a proposer sees. Built by the engine from training data only."""
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    parent: Candidate
+    """The candidate to improve."""
+    minibatch: list[Trajectory]
+    """The parent's trajectories on this iteration's training minibatch."""
+    rejected: list[Rejection] = Field(default_factory=list)
+    """Children of this parent that lost their gate, oldest first."""
+    archive: Archive
+    """Every accepted candidate so far (validation scores included, task content not)."""
+    iteration: int
+    """Engine iteration (1-based)."""
+    rng: random.Random
+    """Seeded RNG for any random choice."""
+    llm: ProposerLLM
+    """The model proposals are written with."""
+    reflection_tokens: int = 1500
+    """Token budget of the traces a proposer puts in one prompt."""
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    """Suggests a child AgentSpec. Registered as plug-in kind ``proposer``. A proposer may
+    also define ``observe(parent, child, accepted)`` to learn from the gate, and
+    ``state()`` / ``load_state(state)`` so a checkpoint can hold what it learned."""
+
+    async def propose(self, ctx: ProposalContext) -> Proposal: ...
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, keeping its head and tail."""
+    if len(text) <= limit:
+        return text
+    head = max(0, limit * 2 // 3)
+    tail = max(0, limit - head - 30)
+    return f"{text[:head]}\n…[{len(text) - head - tail} characters cut]…\n{text[len(text) - tail:]}"
+
+
+def describe_trajectory(t: Trajectory, limit_chars: int) -> str:
+    """One trajectory for a reflection prompt: the task, each reply and what the
+    environment answered, and the verdict — trimmed to about ``limit_chars``."""
+    task = next((m.content for m in t.messages if m.role == "user"), "") or ""
+    turns = []
+    for s in t.steps:
+        reply = next((m.content or "" for m in s.messages if m.role == "assistant"), "")
+        turns.append(f"Agent: {reply.strip()}\nEnvironment: {(s.observation or '').strip()}")
+    verdict = "SUCCESS" if t.outcome and t.outcome.success else "FAILURE"
+    evidence = (t.outcome.evidence if t.outcome else "") or ""
+    share = max(60, limit_chars // (len(turns) + 2))
+    parts = [f"Task:\n{_clip(task.strip(), share)}"]
+    parts += [_clip(turn, share) for turn in turns]
+    parts.append(f"Verdict: {verdict}. {_clip(evidence, share)}")
+    return "\n".join(parts)
+
+
+def reflective_dataset(trajectories: list[Trajectory], token_budget: int,
+                       failures_first: bool = True) -> str:
+    """The traces of ``trajectories`` for a reflection prompt within ``token_budget``
+    (estimated at :data:`CHARS_PER_TOKEN`): failures first, each trace given an equal share,
+    so one long trace cannot crowd out the rest."""
+    if not trajectories:
+        return "(no examples)"
+    order = sorted(trajectories, key=lambda t: bool(t.outcome and t.outcome.success)) \
+        if failures_first else list(trajectories)
+    chars = token_budget * CHARS_PER_TOKEN
+    share = max(200, chars // len(order))
+    out, used = [], 0
+    for i, t in enumerate(order, 1):
+        block = f"### Example {i}\n{describe_trajectory(t, share)}"
+        if used + len(block) > chars and out:
+            out.append(f"({len(order) - i + 1} more examples left out to fit the budget)")
+            break
+        out.append(block)
+        used += len(block)
+    return "\n\n".join(out)
+
+
+def successes(trajectories: list[Trajectory]) -> int:
+    """Successful trajectories among ``trajectories``."""
+    return sum(bool(t.outcome and t.outcome.success) for t in trajectories)

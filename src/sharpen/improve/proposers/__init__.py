@@ -1,0 +1,1 @@
+"""Built-in proposers. Importing a module registers its proposer (kind ``proposer``)."""

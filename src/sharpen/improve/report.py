@@ -1,0 +1,93 @@
+"""What ``sharpen improve`` and ``sharpen demo`` print, and the anytime-curve plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from sharpen.improve.experiment import ExperimentResult, ProposerResult
+from sharpen.stats.plot import pyplot
+
+CURVE_STEM = "anytime"
+"""File name (without extension) of the anytime-curve plots."""
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def verdict_line(r: ProposerResult) -> str:
+    """The held-out verdict of one proposer, in words."""
+    c = r.comparison
+    if c.significant and c.direction == "better":
+        return f"held-out gain: {c.verdict}"
+    if c.significant:
+        return f"held-out loss: {c.verdict}"
+    return f"no detectable gain on held-out tasks: {c.verdict.removeprefix('no detectable difference; ')}"
+
+
+def render(result: ExperimentResult, console: Console) -> None:
+    """Print the account, the held-out table, lineages and verdicts."""
+    cfg = result.config
+    console.print(f"[bold]Experiment {result.experiment_id}[/] · env {cfg.env.name} · "
+                  f"{cfg.train} train / {cfg.val} val / {cfg.test} test tasks · "
+                  f"seed spec {cfg.seed_spec.hash()[:8]}")
+    acc = Table(title="Budget account (train + val; test is outside the budget)", title_justify="left")
+    for col in ("proposer", "stopped because", "rollouts", "tokens", "proposals", "invalid",
+                "gated out", "accepted", "archive"):
+        acc.add_column(col)
+    for r in result.results:
+        a = r.account
+        acc.add_row(r.proposer.name, r.stop_reason, str(r.spend.rollouts), f"{r.spend.tokens:,}",
+                    str(a.proposals), str(a.invalid), str(a.gated_out), str(a.accepted),
+                    str(r.archive_size))
+    console.print(acc)
+    held = Table(title=f"Held-out test ({cfg.test} tasks, same seeds for every spec)", title_justify="left")
+    for col in ("spec", "val", "test", "val→test gap", "tokens/task", "rollouts to best",
+                "difference vs seed [95% CI]", "p"):
+        held.add_column(col)
+    held.add_row("seed (baseline)", "", _pct(result.baseline_test_score), "",
+                 f"{result.baseline_tokens_per_task:,.0f}", "", "", "")
+    for r in result.results:
+        c = r.comparison
+        ci = (f"{100 * (c.difference or 0):+.1f} [{100 * c.ci.low:+.1f}, {100 * c.ci.high:+.1f}]"
+              if c.ci else "n/a")
+        held.add_row(f"{r.proposer.name} winner {r.winner.hash()[:8]}", _pct(r.val_score),
+                     _pct(r.test_score), f"{100 * r.val_test_gap:+.1f} pts", f"{r.tokens_per_task:,.0f}",
+                     str(r.rollouts_to_best), ci, f"{c.p_value:.3f}")
+    console.print(held)
+    for r in result.results:
+        console.print(f"[bold]{r.proposer.name}[/] lineage:")
+        for e in r.lineage:
+            console.print(f"  {e.hash[:8]}  it {e.iteration:>3}  val {_pct(e.val_score):>6}  "
+                          f"{e.proposer}: {e.change}", highlight=False)
+        console.print(f"[bold]{r.proposer.name}:[/] {verdict_line(r)}", highlight=False)
+
+
+def plot_curves(result: ExperimentResult, out_dir: Path) -> list[Path]:
+    """Best validation success against rollouts and against tokens, one line per proposer,
+    into ``out_dir/anytime.png`` and ``.svg``."""
+    plt = pyplot(out_dir)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4), dpi=120)
+    for r in result.results:
+        xs = [p.rollouts for p in r.curve]
+        ts = [p.tokens for p in r.curve]
+        ys = [100 * p.best_val for p in r.curve]
+        ax1.step(xs, ys, where="post", label=r.proposer.name)
+        ax2.step(ts, ys, where="post", label=r.proposer.name)
+    for ax, label in ((ax1, "rollouts spent"), (ax2, "tokens spent")):
+        ax.set_xlabel(label)
+        ax.set_ylabel("best validation success (%)")
+        ax.grid(alpha=0.3)
+        ax.set_ylim(-2, 102)
+    ax1.axhline(100 * result.baseline_test_score, ls=":", color="gray", label="seed on test")
+    ax1.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Anytime curve · experiment {result.experiment_id}")
+    fig.tight_layout()
+    paths = [out_dir / f"{CURVE_STEM}.png", out_dir / f"{CURVE_STEM}.svg"]
+    for path in paths:
+        fig.savefig(path)
+    plt.close(fig)
+    return paths
