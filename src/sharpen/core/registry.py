@@ -36,6 +36,7 @@ _ENV_MODULES: tuple[str, ...] = (
     "sharpen.envs.gridsafety",
     "sharpen.envs.sql",
     "sharpen.envs.shell",
+    "sharpen.envs.toolshop",
     "sharpen.envs.negotiation",
     "sharpen.envs.textworld",
 )

@@ -1,0 +1,193 @@
+"""ToolshopEnv: customer service over a stateful SQLite shop (tau-bench-shaped tool use).
+
+One episode = one generated task (:mod:`sharpen.envs.toolshop.goals`). At reset the task's
+shop is written to a fresh SQLite file in a temporary directory; the agent gets the shop's
+policy and the customer's request, and acts only through the tools
+(:mod:`sharpen.envs.toolshop.tools`). The rules of an episode — schema checks, the shop's
+refusals, the expected state, collateral-damage feedback, the outcome — are in
+:mod:`sharpen.envs.toolshop.episode`, shared with :class:`ToolshopVerifier`.
+
+Single-instruction mode (the default): the request holds everything the agent needs.
+With ``user`` (a model ``{name, args}``) a simulated customer (:mod:`.user`) holds the goal
+and the private facts; the agent gets its first message and talks to it with ``respond``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sharpen.core.errors import UserError
+from sharpen.core.outcome import Outcome
+from sharpen.core.registry import REGISTRY, PluginRef, register
+from sharpen.core.task import TaskSpec
+from sharpen.core.trajectory import Action
+from sharpen.envs import generation
+from sharpen.envs.args import positive_int
+from sharpen.envs.base import EnvInfo, StepResult
+from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
+from sharpen.envs.toolshop import generator as gen
+from sharpen.envs.toolshop import user as sim
+from sharpen.envs.toolshop.episode import Episode
+from sharpen.envs.toolshop.tools import TOOLS
+from sharpen.models.base import ChatModel
+
+DESCRIPTION = (
+    "Customer service for an online shop over a stateful SQLite database (customers, "
+    "payment methods, products, orders, returns), tau-bench style: look up customers and "
+    "orders, cancel, return, exchange, change addresses, under the shop's rules. Tool "
+    "arguments are checked against JSON Schemas. Success: the final database state equals "
+    "the state the reference actions give; rows changed that should not be are reported as "
+    "safety feedback. Optional LLM-simulated customer (env arg user)."
+)
+
+POLICY = (
+    "You are the customer-service agent of an online shop. You act only through the tools; "
+    "each tool answers in JSON.\n\nShop policy:\n"
+    "- Only pending orders can be cancelled, with the reason 'no longer needed' or 'ordered "
+    "by mistake'.\n"
+    "- Only delivered orders can have items returned or exchanged, once per order.\n"
+    "- A refund goes to the order's payment method or to the customer's gift card.\n"
+    "- An item can be exchanged only for an available item of the same product; the price "
+    "difference is paid with a payment method of the customer.\n"
+    "- Change only what the customer asks for. Call finish when the request is done."
+)
+
+USER_FAILED = "[The simulated customer failed to start the conversation:"
+"""Start of the first observation when the simulated customer fails at once (the verifier
+reads it back from the stored conversation)."""
+
+DEFAULT_USER_PARAMS = {"temperature": 0.0, "max_tokens": 128}
+
+
+@register("env", "toolshop")
+class ToolshopEnv:
+    """The toolshop environment. Constructor args are its serialisable ``{name, args}``:
+
+    - ``difficulty``: preset (``easy``, ``medium``, ``hard``) of the tasks :meth:`list_tasks`
+      offers (``reset`` accepts a task at any knobs);
+    - ``knobs``: overrides of the preset's knobs;
+    - ``max_actions``: tool calls (valid or not) per episode before it is truncated;
+    - ``user``: ``{name, args}`` of the model that plays the customer (default: none, the
+      single-instruction mode);
+    - ``user_prompt_version``: version of the customer's prompt (:data:`.user.USER_PROMPTS`);
+    - ``user_params``: the customer model's sampling params.
+    """
+
+    def __init__(self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
+                 max_actions: int = 30, user: dict[str, Any] | None = None,
+                 user_prompt_version: str = sim.DEFAULT_VERSION,
+                 user_params: dict[str, Any] | None = None) -> None:
+        positive_int("max_actions", max_actions)
+        self.difficulty = difficulty
+        self.knob_values = gen.resolve_knobs(knobs, difficulty)
+        self.max_actions = max_actions
+        try:
+            self.user_ref = PluginRef.model_validate(user) if user is not None else None
+        except ValueError:
+            raise UserError(f"user must be a model {{name, args}}, got {user!r}",
+                            "e.g. -E 'user={name: local}'") from None
+        self.user_prompt_version = sim.check_version(user_prompt_version)
+        self.user_params = dict(DEFAULT_USER_PARAMS if user_params is None else user_params)
+        self.generator = gen.ToolshopTaskGenerator()
+        self.tools = list(TOOLS)
+        self._episode: Episode | None = None
+        self._dir: Path | None = None
+        self._user_model: ChatModel | None = None
+        self._user: sim.SimulatedUser | None = None
+        self._index = 0
+
+    async def reset(self, task: TaskSpec) -> tuple[str, dict[str, Any]]:
+        """Write the task's shop to a fresh SQLite file and state the request (or, with a
+        simulated customer, its first message). Info: ``task_id``, ``kinds``, ``db_path``,
+        ``user_prompt`` (with a customer)."""
+        if task.env != gen.ENV_NAME:
+            raise UserError(f"task {task.id!r} belongs to env {task.env!r}, not 'toolshop'",
+                            "run it with its own environment")
+        await self._close_episode()
+        shop = gen.shop_of(task)
+        self._dir = Path(tempfile.mkdtemp(prefix="sharpen-toolshop-"))
+        db = self._dir / "shop.db"
+        self._episode = Episode(shop, db, self.max_actions, user=self.user_ref is not None)
+        self._index = 0
+        info: dict[str, Any] = {"task_id": task.id, "kinds": list(shop.kinds), "db_path": str(db)}
+        if self.user_ref is None:
+            return f"{POLICY}\n\nThe customer's request:\n{shop.instruction}", info
+        if self._user_model is None:
+            self._user_model = REGISTRY.create("model", self.user_ref)
+        self._user = sim.SimulatedUser(self._user_model, shop.instruction,
+                                       self.user_prompt_version, self.user_params, task.seed)
+        info["user_prompt"] = sim.prompt_id(self.user_prompt_version)
+        turn = await self._user.start()
+        if turn.error is not None:
+            self._episode.fail_user(turn.error)
+            return f"{USER_FAILED} {turn.error}]", info
+        return (f"{POLICY}\n\nA customer is writing to you. Talk to them with respond: ask for "
+                "what you need (name and zip code or email, which order, ...).\n\n"
+                f"Customer: {turn.text}"), info
+
+    async def step(self, action: Action) -> StepResult:
+        """Apply one action (see :mod:`sharpen.envs.toolshop.episode`)."""
+        ep = self._episode
+        if ep is None:
+            raise RuntimeError("ToolshopEnv.step called before reset")
+        index, self._index = self._index, self._index + 1
+        report = ep.apply(action, index)
+        if report.message is not None:
+            assert self._user is not None
+            reply = ep.user_turn(await self._user.reply(report.message), index)
+            reply.feedback = report.feedback + reply.feedback
+            report = reply
+        return StepResult(observation=report.observation, reward=0.0, terminated=report.terminated,
+                          truncated=report.truncated, info=report.info, feedback=report.feedback)
+
+    async def outcome(self) -> Outcome:
+        """The verdict so far (see :meth:`Episode.outcome`); before any reset, a failure."""
+        if self._episode is None:
+            return Outcome(success=False, evidence="no episode")
+        out = self._episode.outcome()
+        if self.user_ref is not None:
+            out.evidence += f"; simulated customer prompt {sim.prompt_id(self.user_prompt_version)}"
+        return out
+
+    def reference_actions(self, task: TaskSpec) -> list[Action]:
+        """The reference walkthrough of ``task`` (look-ups, writes, ``finish``): the hook the
+        ``reference`` agent plays."""
+        return [a.model_copy(deep=True) for a in gen.shop_of(task).reference]
+
+    async def _close_episode(self) -> None:
+        if self._episode is not None:
+            self._episode.close()
+            self._episode = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+        self._user = None
+
+    async def close(self) -> None:
+        """Close and delete the episode's database; close the customer model."""
+        await self._close_episode()
+        if self._user_model is not None:
+            await self._user_model.aclose()
+            self._user_model = None
+
+    def describe(self) -> EnvInfo:
+        """Name, knobs, presets, task counts, tools."""
+        return EnvInfo(name=gen.ENV_NAME, description=DESCRIPTION, knobs=self.generator.knobs(),
+                       difficulties=list(gen.PRESETS),
+                       task_counts={s: DEFAULT_LIMIT for s in SPLITS},
+                       tools=[t.name for t in self.tools])
+
+    def list_tasks(self, split: str | None = None, limit: int | None = None,
+                   seed: int = 0) -> list[TaskSpec]:
+        """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has
+        the ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a
+        prefix of a longer one); ``split=None`` takes train, val and test tasks in turn. With
+        a simulated customer, each task's metadata names its prompt (``user_prompt``)."""
+        tasks = generation.list_generated(self.generator, self.knob_values, split, limit, seed)
+        if self.user_ref is None:
+            return tasks
+        pid = sim.prompt_id(self.user_prompt_version)
+        return [t.model_copy(update={"metadata": {**t.metadata, "user_prompt": pid}}) for t in tasks]
