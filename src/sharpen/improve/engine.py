@@ -33,6 +33,7 @@ from sharpen.improve.candidate import Candidate
 from sharpen.improve.evaluate import Evaluator
 from sharpen.improve.proposal import (
     InvalidProposal,
+    NothingToPropose,
     Proposal,
     ProposalContext,
     Proposer,
@@ -209,6 +210,8 @@ class Engine:
                 s.account.invalid += 1
                 s.invalid_reasons.append(str(exc))
                 self.on_event(f"#{ctx.iteration}: invalid proposal: {exc}")
+                if isinstance(exc, NothingToPropose):
+                    return None
                 continue
             s.account.proposals += 1
             return proposal

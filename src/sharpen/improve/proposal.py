@@ -39,6 +39,11 @@ class InvalidProposal(Exception):
     """A proposal that fails validation; the engine retries without spending rollouts."""
 
 
+class NothingToPropose(InvalidProposal):
+    """The proposer has no new child for this parent (a deterministic proposer that has
+    tried everything); the engine does not retry it within the iteration."""
+
+
 class Rejection(BaseModel):
     """One child that lost its gate (shown to later proposers of the same parent)."""
 

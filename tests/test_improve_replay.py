@@ -1,0 +1,78 @@
+"""A real improvement experiment replayed from a cassette recorded from the embedded model
+(tests/record_improve_cassette.py): Reflexion against its no-reflection seed, an interrupted
+and resumed run against an uninterrupted one, and the winner as a spec file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from record_improve_cassette import config, reflexion_on_test
+
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.improve.experiment import Experiment
+from sharpen.store import Store
+
+
+class Interrupt:
+    """An event sink that raises KeyboardInterrupt (as Ctrl-C would) at the ``at``-th event."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.n = 0
+
+    def __call__(self, _msg: str) -> None:
+        self.n += 1
+        if self.n == self.at:
+            raise KeyboardInterrupt
+
+
+async def _run(tmp: Path, name: str, on_event=None):
+    store = Store(f"sqlite:///{tmp / name}.db")
+    return await Experiment(config("replay"), store, tmp / name, on_event=on_event).run(), store
+
+
+async def test_interrupted_and_resumed_equals_uninterrupted(tmp_path: Path):
+    whole, _ = await _run(tmp_path, "whole")
+    with pytest.raises(KeyboardInterrupt):
+        await _run(tmp_path, "parts", on_event=Interrupt(at=3))
+    resumed, _ = await _run(tmp_path, "parts")
+    a, b = whole.results[0], resumed.results[0]
+    assert [e.hash for e in a.lineage] == [e.hash for e in b.lineage]
+    assert a.archive_size == b.archive_size and a.account == b.account
+    assert a.spend.rollouts == b.spend.rollouts
+    assert (a.test_score, a.val_score) == (b.test_score, b.val_score)
+    assert whole.baseline_test_score == resumed.baseline_test_score
+
+
+async def test_reflexion_keeps_first_attempts_and_records_reflections(tmp_path: Path):
+    result, store = await _run(tmp_path, "r")
+    ev = await reflexion_on_test(config("replay"), store)
+    seed = {t.task.id: t for t in store.iter_trajectories(result.baseline_run)}
+    refl = {t.task.id: t for t in store.iter_trajectories(ev.records[0].run_id)}
+    assert seed.keys() == refl.keys()
+    for task_id, base in seed.items():
+        t = refl[task_id]
+        # Attempt 1 of Reflexion is the seed's episode: same prompt, same seed, same reply.
+        first = [s for s in t.steps if s.info.get("trial") == 0]
+        assert [m.content for s in first for m in s.messages] == \
+            [m.content for s in base.steps for m in s.messages]
+        # On a greedy model Reflexion can only add successes, never lose one.
+        assert t.outcome.success >= base.outcome.success
+        trials = 1 + max(s.info.get("trial", 0) for s in t.steps)
+        reflections = [f for f in t.feedback if f.name == "reflection"]
+        assert len(reflections) == trials - 1 == len([s for s in t.steps if "reflection" in s.info])
+        assert trials == (1 if base.outcome.success else 3) or t.outcome.success
+        if trials > 1:  # the last attempt's prompt carries the reflections
+            assert "earlier attempts" in t.messages[0].content
+            assert reflections[-1].value in t.messages[0].content
+        assert t.usage.total_tokens >= base.usage.total_tokens
+
+
+async def test_the_winner_is_a_spec_file_sharpen_run_loads(tmp_path: Path):
+    result, _ = await _run(tmp_path, "w")
+    path = tmp_path / "improved.yaml"
+    result.results[0].winner.dump(path)
+    spec = AgentSpec.load(path)
+    assert spec.hash() == result.results[0].winner.hash()
+    assert spec.parents  # lineage survives the file
