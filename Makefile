@@ -24,7 +24,7 @@ system-deps:
 setup: system-deps $(VENV)/.installed
 
 demo: setup
-	$(VENV)/bin/sharpen run code --model local --tasks 20
+	$(VENV)/bin/sharpen demo
 
 test: setup
 	$(VENV)/bin/pytest -q

@@ -8,8 +8,10 @@ do differently. The next attempt's system prompt carries this task's reflections
 the answer it reflects on: an **episodic** memory that lives for one task and is never
 written back to the AgentSpec (cross-task memory is the ``guidelines`` proposer's job).
 
-The first attempt is exactly what the plain tool agent would do (same prompt, same seed), so
-Reflexion can only add successes on a deterministic model; its price is the extra tokens,
+The first attempt is exactly what the plain tool agent would do (same prompt, same seed, same
+params), so it never loses a success the plain agent has on a deterministic model. Later
+attempts sample at ``retry_temperature`` (0.7 by default): a small greedy model given its
+failure tends to write the same code again word for word. The price is the extra tokens,
 which the trajectory's usage and every report show. The verdict is the environment's verdict
 on the last attempt. Steps of every attempt are kept (``info["trial"]``); the reflection
 calls are steps too (``info["reflection"]``), and each reflection is stored as
@@ -31,8 +33,7 @@ from sharpen.models.base import ChatModel
 
 REFLECT_PROMPT = (
     "You tried to solve a task and failed.\n\n{attempt}\n\n"
-    "In two or three short sentences, say what was wrong with your answer and exactly what "
-    "you will do differently next time. Do not write the solution."
+    "In one or two short sentences, say why your answer failed and what to change."
 )
 MEMORY_HEADER = "Your earlier attempts at this task failed. Learn from them:"
 
@@ -59,14 +60,19 @@ class ReflexionAgent:
     """Up to ``trials`` attempts with reflections between them (see the module doc).
 
     Args: ``trials`` (attempts, ≥ 1), ``reflection_tokens`` (max tokens of one
-    reflection), ``protocol`` (the inner tool agent's: ``auto``, ``native`` or ``text``)."""
+    reflection), ``retry_temperature`` (sampling temperature of attempts after the first;
+    ``None`` keeps the spec's — a greedy small model otherwise tends to repeat its failed
+    answer word for word), ``protocol`` (the inner tool agent's: ``auto``, ``native`` or
+    ``text``)."""
 
-    def __init__(self, trials: int = 2, reflection_tokens: int = 96, protocol: Protocol = "auto") -> None:
+    def __init__(self, trials: int = 2, reflection_tokens: int = 64, retry_temperature: float | None = 0.7,
+                 protocol: Protocol = "auto") -> None:
         if not isinstance(trials, int) or trials < 1:
             raise UserError(f"reflexion: trials must be a positive integer, got {trials!r}",
                             "set agent args trials: 2 (or more)")
         self.trials = trials
         self.reflection_tokens = reflection_tokens
+        self.retry_temperature = retry_temperature
         self.inner = ToolAgent(protocol)
 
     async def run(
@@ -77,7 +83,10 @@ class ReflexionAgent:
         for trial in range(self.trials):
             attempt_spec = spec
             if memory:
-                attempt_spec = spec.model_copy(update={"components": {
+                params = dict(spec.params)
+                if self.retry_temperature is not None:
+                    params["temperature"] = self.retry_temperature
+                attempt_spec = spec.model_copy(update={"params": params, "components": {
                     **spec.components, "reflections": "\n\n".join([MEMORY_HEADER, *memory])}})
             # Same id and run as the episode, so feedback the attempt records targets it.
             attempt = Trajectory(id=trajectory.id, task=trajectory.task, agent_hash=trajectory.agent_hash,

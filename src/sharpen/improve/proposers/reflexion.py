@@ -25,7 +25,7 @@ class ReflexionProposer:
     """Args: ``max_trials`` (attempts per task at most), ``reflection_tokens`` (max tokens of
     one reflection)."""
 
-    def __init__(self, max_trials: int = 3, reflection_tokens: int = 96) -> None:
+    def __init__(self, max_trials: int = 3, reflection_tokens: int = 64) -> None:
         self.max_trials = max_trials
         self.reflection_tokens = reflection_tokens
 
