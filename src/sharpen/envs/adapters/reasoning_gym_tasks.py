@@ -24,6 +24,7 @@ entry)`` returns a score in [0, 1]. Nothing is downloaded: the generators ship i
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import difflib
 import enum
 import json
@@ -69,8 +70,13 @@ def check_dataset(name: str) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """``json.dumps`` fallback: an Enum's value, any other iterable as a list."""
-    return value.value if isinstance(value, enum.Enum) else list(value)
+    """``json.dumps`` fallback: an Enum's value, a date or time in ISO format, any other
+    iterable as a list."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    return list(value)
 
 
 def _as_json(config: Any) -> dict[str, Any]:
@@ -80,8 +86,8 @@ def _as_json(config: Any) -> dict[str, Any]:
 
 
 def _typed(value: Any, hint: Any) -> Any:
-    """``value`` read back from JSON as ``hint``: nested config dataclasses, enums, tuples
-    (a config built from plain JSON would otherwise hold dicts and strings where the dataset
+    """``value`` read back from JSON as ``hint``: nested config dataclasses, enums, dates and
+    times, tuples (a config built from plain JSON would otherwise hold dicts and strings where the dataset
     expects objects)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
@@ -92,6 +98,8 @@ def _typed(value: Any, hint: Any) -> Any:
         return hint(**{k: _typed(v, hints.get(k)) for k, v in value.items()})
     if isinstance(hint, type) and issubclass(hint, enum.Enum) and not isinstance(value, hint):
         return hint(value)
+    if hint in (datetime.date, datetime.time, datetime.datetime) and isinstance(value, str):
+        return hint.fromisoformat(value)
     if origin is list and args and isinstance(value, list):
         return [_typed(v, args[0]) for v in value]
     if origin is tuple and args and isinstance(value, list | tuple):
