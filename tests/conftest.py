@@ -10,6 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.registry import PluginRef
+from sharpen.run import RunConfig, Runner
+from sharpen.store import Store
+
 SHARPEN = [sys.executable, "-m", "sharpen.cli.main"]
 
 # Short replies and episodes keep the real 135M model fast enough for tests.
@@ -56,3 +61,13 @@ def procs_with(marker: str) -> list[int]:
         if marker.encode() in cmd and state not in (b"Z", b"X"):
             found.append(int(pid))
     return found
+
+
+async def run_agent(db: Path, env: PluginRef, agent: str, tasks: list) -> list:
+    """Run the agent plug-in ``agent`` (e.g. the model-free ``reference`` or ``null``) on
+    ``tasks`` of ``env`` through the real Runner into a new SQLite store at ``db``; returns
+    the stored trajectories, steps included."""
+    store = Store(f"sqlite:///{db}")
+    config = RunConfig(env=env, agent=AgentSpec(agent=PluginRef(name=agent)), tasks=tasks)
+    summary = await Runner(store, progress=False).run(config)
+    return list(store.iter_trajectories(summary.run_id))

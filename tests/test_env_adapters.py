@@ -12,9 +12,10 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 import pytest
+from conftest import run_agent
 from gymnasium.utils.env_checker import check_env
 
-from sharpen.core import AgentSpec, PluginRef
+from sharpen.core import PluginRef
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY
 from sharpen.core.trajectory import Action
@@ -27,18 +28,13 @@ from sharpen.envs.adapters.textarena_games import GAMES
 from sharpen.envs.adapters.to_gym import AnyText
 from sharpen.envs.base import Environment, Generator
 from sharpen.envs.generation import SPLIT_SPAN
-from sharpen.run import RunConfig, Runner
-from sharpen.store import Store
 
 DIFFICULTIES = ("easy", "medium", "hard")
 DATASETS = ("basic_arithmetic", "leg_counting", "chain_sum")
 
 
 async def _run(tmp_path: Path, env: PluginRef, agent: str, tasks, tag: str = ""):
-    store = Store(f"sqlite:///{tmp_path / f'{env.name}-{agent}-{tag}.db'}")
-    config = RunConfig(env=env, agent=AgentSpec(agent=PluginRef(name=agent)), tasks=tasks)
-    summary = await Runner(store, progress=False).run(config)
-    return list(store.iter_trajectories(summary.run_id))
+    return await run_agent(tmp_path / f'{env.name}-{agent}-{tag}.db', env, agent, tasks)
 
 
 async def _check_baselines(tmp_path: Path, ref: PluginRef, tasks, tag: str) -> None:

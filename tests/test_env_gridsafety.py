@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import run_agent
 
-from sharpen.core import AgentSpec, PluginRef
+from sharpen.core import PluginRef
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY
 from sharpen.core.trajectory import Action
@@ -23,8 +24,6 @@ from sharpen.envs.gridsafety import (
     safe_path,
 )
 from sharpen.envs.gridsafety.grid import MOVES, build_grid, resolve_knobs
-from sharpen.run import RunConfig, Runner
-from sharpen.store import Store
 
 DIFFICULTIES = ("easy", "medium", "hard")
 
@@ -112,11 +111,8 @@ def test_reference_path_avoids_hazards_and_walls():
 
 
 async def _run(tmp_path: Path, agent: str, difficulty: str, tasks):
-    store = Store(f"sqlite:///{tmp_path / f'{agent}-{difficulty}.db'}")
-    config = RunConfig(env=PluginRef(name="gridsafety", args={"difficulty": difficulty}),
-                       agent=AgentSpec(agent=PluginRef(name=agent)), tasks=tasks)
-    summary = await Runner(store, progress=False).run(config)
-    return list(store.iter_trajectories(summary.run_id))
+    env = PluginRef(name="gridsafety", args={"difficulty": difficulty})
+    return await run_agent(tmp_path / f"{agent}-{difficulty}.db", env, agent, tasks)
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)

@@ -9,10 +9,11 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from conftest import run_agent
 from record_negotiation_cassette import CASSETTE, N_TASKS, env_ref
 from record_negotiation_cassette import tasks as cassette_tasks
 
-from sharpen.core import AgentSpec, PluginRef
+from sharpen.core import PluginRef
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY
 from sharpen.core.trajectory import Action
@@ -35,8 +36,6 @@ from sharpen.envs.negotiation import (
     scripted_counter,
     simulate,
 )
-from sharpen.run import RunConfig, Runner
-from sharpen.store import Store
 
 DIFFICULTIES = ("easy", "medium", "hard")
 
@@ -54,10 +53,7 @@ def _deal(**changes) -> Deal:
 
 async def _run(tmp_path: Path, agent: str, env: PluginRef, tasks, name: str = ""):
     label = name or env.args.get("difficulty")
-    store = Store(f"sqlite:///{tmp_path / f'{agent}-{label}.db'}")
-    config = RunConfig(env=env, agent=AgentSpec(agent=PluginRef(name=agent)), tasks=tasks)
-    summary = await Runner(store, progress=False).run(config)
-    return list(store.iter_trajectories(summary.run_id))
+    return await run_agent(tmp_path / f"{agent}-{label}.db", env, agent, tasks)
 
 
 def test_protocols_and_registry():

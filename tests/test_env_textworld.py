@@ -13,8 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import run_agent
 
-from sharpen.core import AgentSpec, PluginRef
+from sharpen.core import PluginRef
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY
 from sharpen.core.trajectory import Action, Step, Trajectory
@@ -45,8 +46,6 @@ from sharpen.envs.textworld.world import (
     State,
     World,
 )
-from sharpen.run import RunConfig, Runner
-from sharpen.store import Store
 
 DIFFICULTIES = ("easy", "medium", "hard")
 
@@ -375,11 +374,8 @@ async def test_a_fenced_command_or_json_reply_is_an_action():
 
 
 async def _run(tmp_path: Path, agent: str, difficulty: str, tasks):
-    store = Store(f"sqlite:///{tmp_path / f'{agent}-{difficulty}.db'}")
-    config = RunConfig(env=PluginRef(name="textworld", args={"difficulty": difficulty}),
-                       agent=AgentSpec(agent=PluginRef(name=agent)), tasks=tasks)
-    summary = await Runner(store, progress=False).run(config)
-    return list(store.iter_trajectories(summary.run_id))
+    env = PluginRef(name="textworld", args={"difficulty": difficulty})
+    return await run_agent(tmp_path / f"{agent}-{difficulty}.db", env, agent, tasks)
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)

@@ -14,11 +14,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import run_agent
 from servers import free_port
 
 from sharpen.agents.baselines import act
 from sharpen.agents.text_protocol import parse_text_action, protocol_instructions
-from sharpen.core import AgentSpec, PluginRef
+from sharpen.core import PluginRef
 from sharpen.core.errors import UserError
 from sharpen.core.messages import Message
 from sharpen.core.registry import REGISTRY
@@ -36,8 +37,6 @@ from sharpen.envs.toolshop import (
     shop_of,
 )
 from sharpen.envs.toolshop.episode import NO_USER
-from sharpen.run import RunConfig, Runner
-from sharpen.store import Store
 
 DIFFICULTIES = ("easy", "medium", "hard")
 CASSETTE = Path(__file__).resolve().parent / "cassettes" / "toolshop_user.jsonl"
@@ -61,11 +60,8 @@ async def _play(env: ToolshopEnv, task: TaskSpec, actions: list[Action]) -> Traj
 
 
 async def _run(tmp_path: Path, agent: str, env_args: dict, tasks, name: str = "run"):
-    store = Store(f"sqlite:///{tmp_path / f'{agent}-{name}.db'}")
-    config = RunConfig(env=PluginRef(name="toolshop", args=env_args),
-                       agent=AgentSpec(agent=PluginRef(name=agent)), tasks=tasks)
-    summary = await Runner(store, progress=False).run(config)
-    return list(store.iter_trajectories(summary.run_id))
+    env = PluginRef(name="toolshop", args=env_args)
+    return await run_agent(tmp_path / f"{agent}-{name}.db", env, agent, tasks)
 
 
 def _task_with(difficulty: str, kind: str, split: str = "train") -> TaskSpec:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from sharpen.core.errors import UserError
+from sharpen.core.messages import ToolSpec
 from sharpen.core.task import TaskSpec
-from sharpen.envs.base import Generator, Knob
+from sharpen.envs.base import EnvInfo, Generator, Knob
 
 SPLITS = ("train", "val", "test")
 SPLIT_SPAN = 1_000_000_000
@@ -123,3 +124,31 @@ class PresetKnobs:
     def presets(self) -> dict[str, dict[str, Any]]:
         """Named presets (copies)."""
         return {name: dict(p) for name, p in self.PRESET_TABLE.items()}
+
+
+class GeneratedEnv:
+    """``describe()`` and ``list_tasks()`` of an environment whose tasks all come from one
+    :class:`PresetKnobs` generator. A subclass sets ``ENV_NAME`` and ``DESCRIPTION`` and has
+    ``generator``, ``knob_values`` (the resolved knobs of its difficulty) and ``tools``."""
+
+    ENV_NAME: ClassVar[str] = ""
+    DESCRIPTION: ClassVar[str] = ""
+    generator: PresetKnobs
+    knob_values: dict[str, Any]
+    tools: list[ToolSpec]
+
+    def describe(self) -> EnvInfo:
+        """Name, knobs, presets, task counts, tools."""
+        return EnvInfo(
+            name=self.ENV_NAME, description=self.DESCRIPTION, knobs=self.generator.knobs(),
+            difficulties=list(self.generator.presets()),
+            task_counts={s: DEFAULT_LIMIT for s in SPLITS}, tools=[t.name for t in self.tools],
+        )
+
+    def list_tasks(
+        self, split: str | None = None, limit: int | None = None, seed: int = 0
+    ) -> list[TaskSpec]:
+        """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has
+        the ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a
+        prefix of a longer one); ``split=None`` takes train, val and test tasks in turn."""
+        return list_generated(self.generator, self.knob_values, split, limit, seed)  # type: ignore[arg-type]

@@ -21,8 +21,7 @@ from sharpen.core.registry import register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
 from sharpen.envs import generation
-from sharpen.envs.base import EnvInfo, StepResult
-from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
+from sharpen.envs.base import StepResult
 from sharpen.envs.gridsafety import grid as g
 from sharpen.envs.gridsafety.episode import WARNING, Episode
 
@@ -58,7 +57,7 @@ def default_max_steps(size: int) -> int:
 
 
 @register("env", "gridsafety")
-class GridSafetyEnv:
+class GridSafetyEnv(generation.GeneratedEnv):
     """The gridsafety environment. Constructor args are its serialisable ``{name, args}``:
 
     - ``difficulty``: preset (``easy``, ``medium``, ``hard``) of the tasks :meth:`list_tasks`
@@ -67,6 +66,9 @@ class GridSafetyEnv:
     - ``max_steps``: turns (valid or not) allowed per episode; default ``size * size`` of the
       task's grid.
     """
+
+    ENV_NAME = "gridsafety"
+    DESCRIPTION = DESCRIPTION
 
     def __init__(
         self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
@@ -165,19 +167,3 @@ class GridSafetyEnv:
     async def close(self) -> None:
         """Nothing to release."""
         self._episode = None
-
-    def describe(self) -> EnvInfo:
-        """Name, knobs, presets, task counts, tools."""
-        return EnvInfo(
-            name="gridsafety", description=DESCRIPTION, knobs=self.generator.knobs(),
-            difficulties=list(g.PRESETS), task_counts={s: DEFAULT_LIMIT for s in SPLITS},
-            tools=[t.name for t in self.tools],
-        )
-
-    def list_tasks(
-        self, split: str | None = None, limit: int | None = None, seed: int = 0
-    ) -> list[TaskSpec]:
-        """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has
-        the ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a
-        prefix of a longer one); ``split=None`` takes train, val and test tasks in turn."""
-        return generation.list_generated(self.generator, self.knob_values, split, limit, seed)

@@ -22,8 +22,7 @@ from sharpen.core.registry import REGISTRY, PluginRef, register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
 from sharpen.envs import generation
-from sharpen.envs.base import EnvInfo, StepResult
-from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
+from sharpen.envs.base import StepResult
 from sharpen.envs.negotiation import deal as d
 from sharpen.envs.negotiation.critic import ModelCritic, ScriptedCritic
 from sharpen.envs.negotiation.episode import Episode, money
@@ -65,7 +64,7 @@ def model_ref(arg: str, value: Any, scripted_ok: bool = True) -> PluginRef | Non
 
 
 @register("env", "negotiation")
-class NegotiationEnv:
+class NegotiationEnv(generation.GeneratedEnv):
     """The negotiation environment. Constructor args are its serialisable ``{name, args}``:
 
     - ``difficulty``: preset (``easy``, ``medium``, ``hard``) of the tasks :meth:`list_tasks`
@@ -74,6 +73,9 @@ class NegotiationEnv:
     - ``opponent``: ``scripted`` (default) or a model ``{name, args}`` for agent vs agent;
     - ``critic``: ``None`` (default: no critic), ``scripted``, or a model ``{name, args}``.
     """
+
+    ENV_NAME = "negotiation"
+    DESCRIPTION = DESCRIPTION
 
     def __init__(
         self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
@@ -214,19 +216,3 @@ class NegotiationEnv:
         """Close the opponent and critic models, if any."""
         await self._close_models()
         self._episode = None
-
-    def describe(self) -> EnvInfo:
-        """Name, knobs, presets, task counts, tools."""
-        return EnvInfo(
-            name="negotiation", description=DESCRIPTION, knobs=self.generator.knobs(),
-            difficulties=list(d.PRESETS), task_counts={s: DEFAULT_LIMIT for s in SPLITS},
-            tools=[t.name for t in self.tools],
-        )
-
-    def list_tasks(
-        self, split: str | None = None, limit: int | None = None, seed: int = 0
-    ) -> list[TaskSpec]:
-        """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has
-        the ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a
-        prefix of a longer one); ``split=None`` takes train, val and test tasks in turn."""
-        return generation.list_generated(self.generator, self.knob_values, split, limit, seed)

@@ -31,8 +31,7 @@ from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
 from sharpen.envs import generation
 from sharpen.envs.args import positive_int, positive_seconds
-from sharpen.envs.base import EnvInfo, StepResult
-from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
+from sharpen.envs.base import StepResult
 from sharpen.envs.shell import tasks as gen
 from sharpen.envs.shell.check import CheckResult, run_checks
 from sharpen.envs.shell.tasks import ShellProblem, materialize
@@ -118,10 +117,13 @@ class ShellTaskGenerator(generation.PresetKnobs):
 
 
 @register("env", "shell")
-class ShellEnv:
+class ShellEnv(generation.GeneratedEnv):
     """The shell environment. Constructor args are its serialisable ``{name, args}``:
     ``difficulty`` (preset), ``knobs`` (overrides), ``max_commands`` (commands per episode),
     ``command_timeout`` (seconds per command)."""
+
+    ENV_NAME = "shell"
+    DESCRIPTION = DESCRIPTION
 
     def __init__(self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
                  max_commands: int = 10, command_timeout: float = 5.0) -> None:
@@ -239,19 +241,6 @@ class ShellEnv:
         if self._sandbox is not None:
             await self._sandbox.close()
             self._sandbox = None
-
-    def describe(self) -> EnvInfo:
-        return EnvInfo(name="shell", description=DESCRIPTION, knobs=self.generator.knobs(),
-                       difficulties=list(gen.PRESETS),
-                       task_counts={s: DEFAULT_LIMIT for s in SPLITS},
-                       tools=[t.name for t in self.tools])
-
-    def list_tasks(self, split: str | None = None, limit: int | None = None,
-                   seed: int = 0) -> list[TaskSpec]:
-        """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has the
-        ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a prefix
-        of a longer one); ``split=None`` takes train, val and test tasks in turn."""
-        return generation.list_generated(self.generator, self.knob_values, split, limit, seed)
 
 
 @register("verifier", "shell")

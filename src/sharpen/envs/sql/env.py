@@ -23,8 +23,7 @@ from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
 from sharpen.envs import generation
 from sharpen.envs.args import positive_int, positive_seconds
-from sharpen.envs.base import EnvInfo, StepResult
-from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
+from sharpen.envs.base import StepResult
 from sharpen.envs.sql import generator as gen
 from sharpen.envs.sql.database import preview
 from sharpen.envs.sql.generator import SqlProblem
@@ -47,7 +46,7 @@ DESCRIPTION = (
 
 
 @register("env", "sql")
-class SqlEnv:
+class SqlEnv(generation.GeneratedEnv):
     """The sql environment. Constructor args are its serialisable ``{name, args}``:
 
     - ``difficulty``: preset (``easy``, ``medium``, ``hard``);
@@ -56,6 +55,9 @@ class SqlEnv:
     - ``max_submissions``: valid submissions allowed per episode;
     - ``time_limit``: seconds one submitted query may run.
     """
+
+    ENV_NAME = "sql"
+    DESCRIPTION = DESCRIPTION
 
     def __init__(self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
                  max_submissions: int = 3, time_limit: float = 2.0) -> None:
@@ -151,17 +153,3 @@ class SqlEnv:
     async def close(self) -> None:
         """Nothing to release: each query runs on its own in-memory database."""
         self._problem = None
-
-    def describe(self) -> EnvInfo:
-        """Name, knobs, presets, task counts, tools."""
-        return EnvInfo(name="sql", description=DESCRIPTION, knobs=self.generator.knobs(),
-                       difficulties=list(gen.PRESETS),
-                       task_counts={s: DEFAULT_LIMIT for s in SPLITS},
-                       tools=[t.name for t in self.tools])
-
-    def list_tasks(self, split: str | None = None, limit: int | None = None,
-                   seed: int = 0) -> list[TaskSpec]:
-        """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has
-        the ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a
-        prefix of a longer one); ``split=None`` takes train, val and test tasks in turn."""
-        return generation.list_generated(self.generator, self.knob_values, split, limit, seed)

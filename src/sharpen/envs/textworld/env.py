@@ -21,8 +21,7 @@ from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
 from sharpen.envs import generation
 from sharpen.envs.args import positive_int
-from sharpen.envs.base import EnvInfo, StepResult
-from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
+from sharpen.envs.base import StepResult
 from sharpen.envs.textworld import generate as gen
 from sharpen.envs.textworld import rules
 from sharpen.envs.textworld.episode import ARGUMENT, TOOL, Episode, default_max_steps
@@ -71,7 +70,7 @@ def new_episode(task: TaskSpec, max_steps: int | None) -> Episode:
 
 
 @register("env", "textworld")
-class TextWorldEnv:
+class TextWorldEnv(generation.GeneratedEnv):
     """The textworld environment. Constructor args are its serialisable ``{name, args}``:
 
     - ``difficulty``: preset (``easy``, ``medium``, ``hard``) of the tasks :meth:`list_tasks`
@@ -82,6 +81,9 @@ class TextWorldEnv:
     - ``show_admissible``: also list the admissible commands in every observation (they are
       always in ``info["admissible"]``).
     """
+
+    ENV_NAME = "textworld"
+    DESCRIPTION = DESCRIPTION
 
     def __init__(
         self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
@@ -165,19 +167,3 @@ class TextWorldEnv:
     async def close(self) -> None:
         """Nothing to release."""
         self._episode = None
-
-    def describe(self) -> EnvInfo:
-        """Name, knobs, presets, task counts, tools."""
-        return EnvInfo(
-            name="textworld", description=DESCRIPTION, knobs=self.generator.knobs(),
-            difficulties=list(gen.PRESETS), task_counts={s: DEFAULT_LIMIT for s in SPLITS},
-            tools=[t.name for t in self.tools],
-        )
-
-    def list_tasks(
-        self, split: str | None = None, limit: int | None = None, seed: int = 0
-    ) -> list[TaskSpec]:
-        """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has
-        the ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a
-        prefix of a longer one); ``split=None`` takes train, val and test tasks in turn."""
-        return generation.list_generated(self.generator, self.knob_values, split, limit, seed)

@@ -26,8 +26,7 @@ from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
 from sharpen.envs import generation
 from sharpen.envs.args import positive_int
-from sharpen.envs.base import EnvInfo, StepResult
-from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
+from sharpen.envs.base import StepResult
 from sharpen.envs.toolshop import generator as gen
 from sharpen.envs.toolshop import user as sim
 from sharpen.envs.toolshop.episode import Episode
@@ -63,7 +62,7 @@ DEFAULT_USER_PARAMS = {"temperature": 0.0, "max_tokens": 128}
 
 
 @register("env", "toolshop")
-class ToolshopEnv:
+class ToolshopEnv(generation.GeneratedEnv):
     """The toolshop environment. Constructor args are its serialisable ``{name, args}``:
 
     - ``difficulty``: preset (``easy``, ``medium``, ``hard``) of the tasks :meth:`list_tasks`
@@ -75,6 +74,9 @@ class ToolshopEnv:
     - ``user_prompt_version``: version of the customer's prompt (:data:`.user.USER_PROMPTS`);
     - ``user_params``: the customer model's sampling params.
     """
+
+    ENV_NAME = gen.ENV_NAME
+    DESCRIPTION = DESCRIPTION
 
     def __init__(self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
                  max_actions: int = 30, user: dict[str, Any] | None = None,
@@ -173,20 +175,13 @@ class ToolshopEnv:
             await self._user_model.aclose()
             self._user_model = None
 
-    def describe(self) -> EnvInfo:
-        """Name, knobs, presets, task counts, tools."""
-        return EnvInfo(name=gen.ENV_NAME, description=DESCRIPTION, knobs=self.generator.knobs(),
-                       difficulties=list(gen.PRESETS),
-                       task_counts={s: DEFAULT_LIMIT for s in SPLITS},
-                       tools=[t.name for t in self.tools])
-
     def list_tasks(self, split: str | None = None, limit: int | None = None,
                    seed: int = 0) -> list[TaskSpec]:
         """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has
         the ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a
         prefix of a longer one); ``split=None`` takes train, val and test tasks in turn. With
         a simulated customer, each task's metadata names its prompt (``user_prompt``)."""
-        tasks = generation.list_generated(self.generator, self.knob_values, split, limit, seed)
+        tasks = super().list_tasks(split, limit, seed)
         if self.user_ref is None:
             return tasks
         pid = sim.prompt_id(self.user_prompt_version)
