@@ -37,11 +37,12 @@ class ReflexionProposer:
         return spec.model_copy(update={"agent": PluginRef(name="reflexion", args=args), "parents": []})
 
     async def propose(self, ctx: ProposalContext) -> Proposal:
-        """The parent with the fewest extra trials not yet rejected (see the module doc)."""
+        """The parent with the fewest extra trials not yet rejected or archived (see the
+        module doc)."""
         spec = ctx.parent.spec
         rejected = {r.child_hash for r in ctx.rejected}
         for trials in range(trials_of(spec) + 1, self.max_trials + 1):
             child = self.child(spec, trials)
-            if child.hash() not in rejected:
+            if child.hash() not in rejected and not ctx.archive.has(child.hash()):
                 return Proposal(spec=child, change=f"reflexion with {trials} trials per task")
         raise NothingToPropose(f"every trial count up to {self.max_trials} was tried from this parent")
