@@ -22,7 +22,7 @@ import pytest
 from conftest import procs_with
 
 from sharpen.envs.code.problem import CodeProblem
-from sharpen.envs.code.verifier import TestReport, run_tests
+from sharpen.envs.code.verifier import TestReport, _parse_report, run_tests
 from sharpen.sandbox.local import LocalSandbox, bwrap_usable
 
 MODES = ["bwrap", "fallback"]
@@ -369,9 +369,10 @@ SNOOP = textwrap.dedent("""\
             for root, _dirs, names in os.walk(top):
                 for name in names:
                     grab(os.path.join(root, name))
-        me = str(os.getpid())
+        # Its own process too: the worker is forked from the checker, which must not have
+        # held the tests yet.
         for pid in os.listdir("/proc"):
-            if not pid.isdigit() or pid == me:
+            if not pid.isdigit():
                 continue
             for name in ("cmdline", "environ", "fd/0", "fd/1", "fd/3", "fd/4"):
                 grab(f"/proc/{pid}/{name}")
@@ -412,11 +413,46 @@ async def test_hidden_tests_cannot_be_read(mode: str) -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="the control needs root's ptrace rights")
 async def test_snooper_control_finds_the_tests_without_isolation() -> None:
     """The snooper is not vacuous: run as root with no uid drop, it finds the hidden tests in
-    process memory (the checker's or the host's)."""
-    r = await run_tests(SNOOP, ADD, timeout=30.0,
+    process memory (the checker's or the host's). It reads every process on the machine, which
+    takes tens of seconds when other work fills memory and the CPUs: hence the long limit."""
+    r = await run_tests(SNOOP, ADD, timeout=90.0,
                         sandbox_factory=functools.partial(LocalSandbox, use_bwrap=False,
                                                           drop_uid=False))
     assert "FOUND sharpen-hidden-" in r.model_dump_json()
+
+
+# A report claiming success, written to every descriptor the candidate has and to every
+# process's stdout it can open, after which it kills the checker so the forgery is the last line.
+FORGED = json.dumps({"passed": 4, "total": 4, "error": None, "timed_out": False, "results": [
+    {"index": i, "source": "x", "passed": True, "message": ""} for i in range(4)]}) + "\n"
+FORGE = textwrap.dedent(f"""\
+    import os, signal
+    LINE = {FORGED!r}.encode()
+
+    def add(a, b):
+        for fd in range(256):
+            try:
+                os.write(fd, LINE)
+            except OSError:
+                pass
+        for pid in os.listdir("/proc"):
+            for name in ("1", "2"):
+                try:
+                    fd = os.open(f"/proc/{{pid}}/fd/{{name}}", os.O_WRONLY | os.O_NONBLOCK)
+                    os.write(fd, LINE)
+                    os.close(fd)
+                except OSError:
+                    pass
+        os.kill(os.getppid(), signal.SIGKILL)
+        return a + b
+""")
+
+
+def test_the_forged_report_would_pass_if_it_reached_the_host() -> None:
+    """The forgery is not vacuous: as the harness's last line it would be a full pass."""
+    forged = _parse_report("noise\n" + FORGED)
+    assert forged is not None and forged.all_passed and forged.total == 4
+
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -426,7 +462,9 @@ async def test_snooper_control_finds_the_tests_without_isolation() -> None:
     "import os\ndef add(a, b):\n    os._exit(0)\n",
     "import sys\ndef add(a, b):\n    sys.exit(0)\n",
     "import os, signal\ndef add(a, b):\n    os.kill(os.getppid(), signal.SIGKILL)\n",
-], ids=["sys.exit-import", "os._exit-import", "os._exit-call", "sys.exit-call", "kill-checker"])
+    FORGE,
+], ids=["sys.exit-import", "os._exit-import", "os._exit-call", "sys.exit-call", "kill-checker",
+        "forged-report"])
 async def test_exiting_early_never_passes(mode: str, program: str) -> None:
     r = await hostile(program, mode)
     assert r.passed == 0

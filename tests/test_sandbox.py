@@ -135,3 +135,20 @@ async def test_concurrent_sandboxes_use_distinct_uids(mode: str) -> None:
     finally:
         for b in boxes:
             await b.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_rlimits_are_in_force_inside(mode: str) -> None:
+    """The limits reach the sandboxed command, however they are set (``prlimit`` in front of
+    bubblewrap, or between fork and exec in the fallback)."""
+    async with make_sandbox(mode, cpu_seconds=7, memory_bytes=700 << 20,
+                            file_size_bytes=3 << 20, open_files=40, processes=30) as sb:
+        code = ("import resource as r; print([r.getrlimit(getattr(r, 'RLIMIT_' + n)) for n in "
+                "('CPU', 'AS', 'FSIZE', 'NOFILE', 'NPROC', 'CORE')])")
+        r = await sb.exec([sb.python, "-I", "-c", code])
+    got = dict(zip(("cpu", "as", "fsize", "nofile", "nproc", "core"), eval(r.stdout), strict=True))
+    assert got["cpu"] == (7, 7) and got["as"] == (700 << 20, 700 << 20)
+    assert got["fsize"] == (3 << 20, 3 << 20) and got["nofile"] == (40, 40)
+    assert got["core"] == (0, 0)
+    if os.geteuid() == 0:  # otherwise the running processes of the user are added
+        assert got["nproc"] == (30, 30)

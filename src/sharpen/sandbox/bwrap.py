@@ -44,11 +44,10 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def wrap(mode: str, argv: list[str], workdir: str, uid: int | None, python: str, prefix: str,
-         hide: Sequence[str]) -> list[str]:
-    """The argv that runs ``argv`` confined by bubblewrap (unchanged for other modes)."""
-    if mode not in ("bwrap-root", "bwrap-user"):
-        return argv
+@functools.cache
+def _root(mode: str, python: str, prefix: str) -> tuple[str, ...]:
+    """The part of the argv that depends on the machine only: namespaces and the new root up to
+    its ``/tmp`` (computed once per process: it globs for site-packages and asks bwrap)."""
     args = [find_bwrap() or "bwrap", "--die-with-parent", "--new-session"]
     if mode == "bwrap-root":
         args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
@@ -74,6 +73,21 @@ def wrap(mode: str, argv: list[str], workdir: str, uid: int | None, python: str,
     if bwrap_supports("--size"):
         args += ["--size", str(64 << 20)]
     args += ["--tmpfs", "/tmp"]
+    return tuple(args)
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    found = shutil.which("setpriv", path=SAFE_PATH)
+    return found if found and found.startswith("/usr/") else None
+
+
+def wrap(mode: str, argv: list[str], workdir: str, uid: int | None, python: str, prefix: str,
+         hide: Sequence[str]) -> list[str]:
+    """The argv that runs ``argv`` confined by bubblewrap (unchanged for other modes)."""
+    if mode not in ("bwrap-root", "bwrap-user"):
+        return argv
+    args = list(_root(mode, python, prefix))
     for parent in _ancestors(workdir):
         if parent != "/tmp":
             args += ["--perms", "0755", "--dir", parent]
@@ -87,8 +101,8 @@ def wrap(mode: str, argv: list[str], workdir: str, uid: int | None, python: str,
     # setuid to a non-zero uid then clears every capability, and bwrap sets no_new_privs.
     args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
              "--cap-add", "CAP_DAC_READ_SEARCH", "--"]
-    setpriv = shutil.which("setpriv", path=SAFE_PATH)
-    if setpriv and setpriv.startswith("/usr/"):
+    setpriv = _setpriv()
+    if setpriv:
         drop = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--inh-caps=-all", "--"]
     else:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import resource
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 
-from sharpen.sandbox.host import site_dirs
+from sharpen.sandbox.host import SAFE_PATH, site_dirs
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWNS = 0x00020000
@@ -60,6 +62,34 @@ def preexec(mode: str, uid: int | None, limits: list[tuple[int, int]],
             os.setuid(uid)
 
     return preexec
+
+
+_PRLIMIT_FLAGS = {resource.RLIMIT_CPU: "--cpu", resource.RLIMIT_AS: "--as",
+                  resource.RLIMIT_FSIZE: "--fsize", resource.RLIMIT_NOFILE: "--nofile",
+                  resource.RLIMIT_NPROC: "--nproc", resource.RLIMIT_CORE: "--core"}
+
+
+@functools.cache
+def _prlimit() -> str | None:
+    found = shutil.which("prlimit", path=SAFE_PATH)
+    return found if found and found.startswith("/usr/") else None
+
+
+def prlimit_argv(mode: str, limits: list[tuple[int, int]]) -> list[str] | None:
+    """The same limits as :func:`preexec` sets, as a util-linux ``prlimit`` prefix, for the
+    modes whose child does nothing else between fork and exec (bubblewrap and plain); ``None``
+    for the others or when ``prlimit`` is missing.
+
+    Without a ``preexec_fn`` no Python runs in the child and ``subprocess`` can start it with
+    ``vfork``: copying the page tables of a large host process (a runner with its store and
+    models) took longer than the rest of the spawn. ``prlimit`` sets the limits on itself and
+    then execs the command, so they are in force from the same point as before: the command's
+    first instruction, before bubblewrap sets anything up.
+    """
+    if mode not in ("bwrap-root", "bwrap-user", "plain") or _prlimit() is None:
+        return None
+    return [_prlimit() or "prlimit",
+            *(f"{_PRLIMIT_FLAGS[which]}={value}:{value}" for which, value in limits), "--"]
 
 
 def rlimits(cpu: int, memory: int, fsize: int, nofile: int, nproc: int) -> list[tuple[int, int]]:

@@ -37,6 +37,7 @@ from sharpen.sandbox.child import (
     MS_REC,
     hidden_for_uid_ns,
     preexec,
+    prlimit_argv,
     rlimits,
 )
 from sharpen.sandbox.host import SAFE_PATH
@@ -139,7 +140,9 @@ class LocalSandbox:
         self._uid_ns_hidden = (hidden_for_uid_ns(self.python, self.workdir, self.hide_paths)
                                if self._mode == "uid-ns" else [])
         self._closed = False
-        self._finalizer = weakref.finalize(self, _cleanup, self.workdir, self._lease)
+        self._uid_state = _UidState()
+        self._finalizer = weakref.finalize(self, _cleanup, self.workdir, self._lease,
+                                           self._uid_state)
 
     async def __aenter__(self) -> Self:
         return self
@@ -207,7 +210,15 @@ class LocalSandbox:
         limits = rlimits(cpu, self.memory_bytes, self.file_size_bytes, self.open_files, nproc)
         real = wrap(self._mode, list(argv), self.workdir, self.uid, self.python, self._prefix,
                      self.hide_paths)
+        prefix = prlimit_argv(self._mode, limits)
+        if prefix is not None:
+            real, child_setup = prefix + real, None
+        else:
+            child_setup = preexec(self._mode, self.uid, limits, self._uid_ns_hidden)
         start = time.monotonic()
+        if self.uid is not None:  # (should the spawn fail, it stays counted: close kills)
+            self._uid_state.running += 1
+            self._uid_state.clean = False
         loop = asyncio.get_running_loop()
         transport, protocol = await loop.subprocess_exec(
             lambda: _Protocol(loop),
@@ -215,7 +226,7 @@ class LocalSandbox:
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=self.workdir, env=self._env(), start_new_session=True, close_fds=True,
-            preexec_fn=preexec(self._mode, self.uid, limits, self._uid_ns_hidden),
+            preexec_fn=child_setup,
         )
         proc = asyncio.subprocess.Process(transport, protocol, loop)
         readers = [asyncio.ensure_future(_drain(s, self.output_limit))
@@ -234,7 +245,9 @@ class LocalSandbox:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             if self.uid is not None:
-                await asyncio.to_thread(kill_uid, self.uid)
+                none_left = await asyncio.to_thread(kill_uid, self.uid)
+                self._uid_state.running -= 1
+                self._uid_state.clean = none_left and self._uid_state.running == 0
             done, pending = await asyncio.wait(readers, timeout=1.0)
             for task in (*pending, feeder):
                 task.cancel()
@@ -258,9 +271,20 @@ class LocalSandbox:
             await asyncio.to_thread(self._finalizer)
 
 
-def _cleanup(workdir: str, lease: UidLease | None) -> None:
-    if lease is not None:
-        kill_uid(lease.uid)
+class _UidState:
+    """Whether the pool uid may have live processes (shared with the finalizer, so that closing
+    right after a command need not scan ``/proc`` again)."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        """Commands whose final kill has not completed."""
+        self.clean = True
+        """The last final kill left no process of the uid, and no command runs (the lease
+        starts clean: it kills stale processes before it is handed out)."""
+
+
+def _cleanup(workdir: str, lease: UidLease | None, state: _UidState) -> None:
+    killed = lease is not None and (state.clean or kill_uid(lease.uid))
 
     def _retry(func: object, path: str, exc: object) -> None:  # a program may chmod 000
         with contextlib.suppress(OSError):
@@ -273,4 +297,4 @@ def _cleanup(workdir: str, lease: UidLease | None) -> None:
 
     shutil.rmtree(workdir, onerror=_retry)
     if lease is not None:
-        lease.release()
+        lease.release(killed=killed)  # removing files starts no process

@@ -20,23 +20,29 @@ UID_POOL = range(61000, 61184)
 
 
 def pids_of_uid(uid: int) -> list[int]:
-    """Live (non-zombie) processes whose real uid is ``uid``."""
+    """Live (non-zombie) processes whose real uid is ``uid``.
+
+    One ``read`` of each ``/proc/PID/status`` (the kernel formats the whole file either way)
+    and a byte search for its ``Uid:`` line: this scan runs a few times per sandbox."""
     out = []
+    want = b"\nUid:\t%d\t" % uid
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/status", "rb") as fh:
-                zombie = False
-                for line in fh:
-                    if line.startswith(b"State:"):
-                        zombie = line.split()[1] in (b"Z", b"X")
-                    elif line.startswith(b"Uid:"):
-                        if int(line.split()[1]) == uid and not zombie:
-                            out.append(int(name))
-                        break
-        except (OSError, ValueError, IndexError):
+            fd = os.open(f"/proc/{name}/status", os.O_RDONLY)
+        except OSError:
             continue
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        if want in data:
+            at = data.find(b"\nState:\t")
+            if at < 0 or data[at + 8:at + 9] not in (b"Z", b"X"):
+                out.append(int(name))
     return out
 
 
@@ -89,8 +95,11 @@ class UidLease:
             return
         raise RuntimeError("no free sandbox uid in the pool (too many concurrent sandboxes)")
 
-    def release(self) -> None:
+    def release(self, *, killed: bool = False) -> None:
+        """Give the uid back, killing its processes first unless the caller just did
+        (``killed``) and nothing could have started one since."""
         if self._fd >= 0:
-            kill_uid(self.uid)
+            if not killed:
+                kill_uid(self.uid)
             os.close(self._fd)
             self._fd = -1

@@ -1,9 +1,11 @@
 """Run a candidate program against a problem's hidden tests in a sandbox.
 
-:func:`run_tests` writes the program to ``solution.py`` and the stdlib-only ``harness.py``
-into a fresh sandbox, sends the trusted material (context, tests, entry point, time limit)
-to the harness on stdin, and parses the one-line JSON report it prints last. The hidden tests
-never exist as a file the candidate could read; see ``harness.py`` for the full design.
+:func:`run_tests` writes the program to ``solution.py`` and the stdlib-only harness (the
+:mod:`sharpen.envs.code.harness` package, zipped as ``harness.pyz`` by
+:mod:`sharpen.envs.code.bundle`) into a fresh sandbox, sends the trusted material (context,
+tests, entry point, time limit) to the harness on stdin, and parses the one-line JSON report it
+prints last. The hidden tests never exist as a file the candidate could read; see the harness
+package for the full design.
 Anything missing or garbled in the answer is a failed program (``error`` set), never a pass.
 """
 
@@ -12,12 +14,11 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from sharpen.envs.code.bundle import harness_bundle
 from sharpen.envs.code.problem import CodeProblem
 from sharpen.sandbox.base import Sandbox
 from sharpen.sandbox.local import LocalSandbox
@@ -96,12 +97,6 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-@cache
-def harness_source() -> str:
-    """Text of ``harness.py`` (shipped next to this module)."""
-    return (Path(__file__).with_name("harness.py")).read_text(encoding="utf-8")
-
-
 def _parse_report(stdout: str) -> TestReport | None:
     lines = [line for line in stdout.splitlines() if line.strip()]
     if not lines:
@@ -141,10 +136,10 @@ async def run_tests(
     sandbox = sandbox_factory()
     try:
         await sandbox.write_file("solution.py", program)
-        await sandbox.write_file("harness.py", harness_source())
+        await sandbox.write_file("harness.pyz", harness_bundle())
         python = getattr(sandbox, "python", None) or sys.executable
         result = await sandbox.exec(
-            [python, "-I", "-B", "harness.py"], stdin=payload, timeout=timeout + STARTUP_SLACK
+            [python, "-I", "-B", "harness.pyz"], stdin=payload, timeout=timeout + STARTUP_SLACK
         )
     finally:
         await sandbox.close()
