@@ -20,7 +20,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +34,7 @@ from sharpen.run.config import RunConfig
 from sharpen.run.progress import RunProgress
 from sharpen.run.retry import RetryingModel
 from sharpen.run.summary import RunSummary, SummaryBuilder
+from sharpen.run.writer import StoreWriter
 from sharpen.store import Store
 
 RETRY_ON_RESUME = ("infra",)
@@ -118,15 +118,14 @@ class Runner:
         if done:
             for t in self.store.iter_trajectories(run_id, with_steps=False):
                 tally.add(t)
-        # One thread does every store write: episodes never wait on the database (their
-        # slot is free while the write runs), and writers never contend for SQLite's lock.
-        writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sharpen-store")
+        # One thread does every store write, batching what queues (see run.writer): episodes
+        # never wait on the database (their slot is free while the write runs).
+        writes = StoreWriter(self.store)
         status = "interrupted"
         try:
             with RunProgress(total=len(config.tasks) * config.epochs, done=len(done),
                              enabled=self.progress) as bar:
                 sem = asyncio.Semaphore(max(1, config.concurrency))
-                loop = asyncio.get_running_loop()
                 breaker = _InfraBreaker(
                     limit=max(1, min(len(todo), max(INFRA_STREAK_LIMIT, config.concurrency)))
                 )
@@ -135,9 +134,7 @@ class Runner:
                     async with sem:
                         traj = await self._episode(config, agent_hash, model, run_id, task, epoch)
                     # Shielded: a finished episode is saved even if Ctrl-C cancels us now.
-                    await asyncio.shield(
-                        loop.run_in_executor(writes, self.store.save_trajectory, traj)
-                    )
+                    await asyncio.shield(asyncio.wrap_future(writes.submit(traj)))
                     tally.add(traj)
                     bar.advance(traj.outcome)
                     breaker.record(traj)
@@ -148,7 +145,7 @@ class Runner:
             status = "failed"
             raise
         finally:
-            writes.shutdown(wait=True)  # every finished episode is stored before we report
+            writes.shutdown()  # every finished episode is stored before we report
             await model.aclose()
             if status != "finished":
                 # Episodes saved while being cancelled never reached the tally: recount.
