@@ -28,7 +28,8 @@ def test_improve_reports_resumes_and_writes_the_winner(tmp_path: Path):
     assert "lineage:" in text
     assert ("held-out gain:" in text) or ("no detectable gain on held-out tasks" in text)
     assert out.exists() and (tmp_path / "plots" / "anytime.png").exists()
-    assert len(list((tmp_path / ".sharpen" / "improve").glob("*/result.json"))) == 1
+    # Checkpoints and the report live next to the SQLite store.
+    assert len(list((tmp_path / "improve").glob("*/result.json"))) == 1
 
     again = sharpen("improve", "code", *FLAGS, "--agent", str(spec), *store, cwd=tmp_path)
     assert again.returncode == 2

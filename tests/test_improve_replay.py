@@ -11,6 +11,7 @@ from record_improve_cassette import config, reflexion_on_test
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.improve.experiment import Experiment
+from sharpen.improve.state import EngineState
 from sharpen.store import Store
 
 
@@ -69,10 +70,13 @@ async def test_reflexion_keeps_first_attempts_and_records_reflections(tmp_path: 
         assert t.usage.total_tokens >= base.usage.total_tokens
 
 
-async def test_the_winner_is_a_spec_file_sharpen_run_loads(tmp_path: Path):
+async def test_archived_specs_are_files_sharpen_run_loads(tmp_path: Path):
     result, _ = await _run(tmp_path, "w")
+    state = EngineState.load(tmp_path / "w" / "reflexion" / "state.json")
+    assert len(state.archive.candidates) == result.results[0].archive_size >= 2
+    child = state.archive.candidates[-1]
     path = tmp_path / "improved.yaml"
-    result.results[0].winner.dump(path)
+    child.spec.dump(path)
     spec = AgentSpec.load(path)
-    assert spec.hash() == result.results[0].winner.hash()
-    assert spec.parents  # lineage survives the file
+    assert spec.hash() == child.hash and spec.agent.name == "reflexion"
+    assert spec.parents == [state.archive.candidates[0].hash]  # lineage survives the file

@@ -35,7 +35,7 @@ DEMO_SPEC = AgentSpec(
 
 
 def demo(
-    test: Annotated[int, typer.Option(help="Held-out test tasks.")] = 30,
+    test: Annotated[int, typer.Option(help="Held-out test tasks.")] = 50,
     train: Annotated[int, typer.Option(help="Training tasks.")] = 6,
     val: Annotated[int, typer.Option(help="Validation tasks.")] = 6,
     budget_rollouts: Annotated[int, typer.Option(help="Rollouts on train + val.")] = 36,
