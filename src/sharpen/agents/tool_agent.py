@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from sharpen.agents.acting import apply_action
+from sharpen.agents.guidelines import COMPONENT as GUIDELINES
+from sharpen.agents.guidelines import check_top_k, select_guidelines
 from sharpen.agents.text_protocol import ParseError, parse_text_action, protocol_instructions
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.messages import Message, ToolSpec
@@ -27,9 +29,15 @@ from sharpen.models.base import ChatModel, Completion
 Protocol = Literal["auto", "native", "text"]
 
 
-def system_prompt(spec: AgentSpec, tools: list[ToolSpec], text_protocol: bool) -> str:
-    """The system message: the spec's text components, then (text protocol) how to act."""
-    parts = [spec.components[k].strip() for k in spec.components if spec.components[k].strip()]
+def system_prompt(spec: AgentSpec, tools: list[ToolSpec], text_protocol: bool, task: str = "",
+                  guidelines_top_k: int | None = None) -> str:
+    """The system message: the spec's text components, then (text protocol) how to act. With
+    ``guidelines_top_k``, the ``guidelines`` component keeps only its rules most relevant to
+    ``task`` (:func:`~sharpen.agents.guidelines.select_guidelines`)."""
+    components = dict(spec.components)
+    if guidelines_top_k is not None and GUIDELINES in components:
+        components[GUIDELINES] = select_guidelines(components[GUIDELINES], task, guidelines_top_k)
+    parts = [c.strip() for c in components.values() if c.strip()]
     if text_protocol:
         parts.append(protocol_instructions(tools))
     return "\n\n".join(parts)
@@ -38,10 +46,12 @@ def system_prompt(spec: AgentSpec, tools: list[ToolSpec], text_protocol: bool) -
 @register("agent", "tool")
 class ToolAgent:
     """Runs one episode. ``protocol``: ``auto`` (native tools when the model has them),
-    ``native`` or ``text``."""
+    ``native`` or ``text``. ``guidelines_top_k``: put only that many rules of the
+    ``guidelines`` component, the most relevant to the task, in the prompt (all when unset)."""
 
-    def __init__(self, protocol: Protocol = "auto") -> None:
+    def __init__(self, protocol: Protocol = "auto", guidelines_top_k: int | None = None) -> None:
         self.protocol = protocol
+        self.guidelines_top_k = check_top_k(guidelines_top_k)
 
     def _uses_text(self, model: ChatModel) -> bool:
         if self.protocol == "auto":
@@ -58,7 +68,7 @@ class ToolAgent:
         params = {**spec.params, "seed": trajectory.seed}
         obs, _info = await env.reset(trajectory.task)
         trajectory.messages = [
-            Message(role="system", content=system_prompt(spec, env.tools, text)),
+            Message(role="system", content=system_prompt(spec, env.tools, text, obs, self.guidelines_top_k)),
             Message(role="user", content=obs),
         ]
         started = time.monotonic()

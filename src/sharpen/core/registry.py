@@ -50,6 +50,7 @@ _BUILTIN_MODULES: dict[str, tuple[str, ...]] = {
     "verifier": _ENV_MODULES,
     "proposer": (
         "sharpen.improve.proposers.reflexion",
+        "sharpen.improve.proposers.guidelines",
     ),
 }
 

@@ -1,0 +1,188 @@
+"""The ``guidelines`` proposer: a cross-task memory of rules (ExpeL, ACE).
+
+Each proposal contrasts what worked with what did not: from the parent's trajectories on the
+training minibatch it picks (seeded) one failure and one success of another task — or, when
+the minibatch holds no success, the failure alone with its feedback — shows both trimmed to
+the trace budget, and asks the LLM to edit the parent's rules with operations
+(``ADD: rule``, ``EDIT 2: rule``, ``UPVOTE 1``, ``DOWNVOTE 3``, ``REMOVE 3``; see
+:mod:`sharpen.improve.memory`). Lines that are not operations are ignored; a reply that holds
+none but is one rule sentence counts as ``ADD`` of it (the embedded 135M model almost never
+writes the ``ADD:`` prefix, but often answers with a rule); a reply with no operation that
+applies is an :class:`~sharpen.improve.proposal.InvalidProposal`.
+
+The child is the parent with its ``guidelines`` component rewritten (one rule per line,
+``- text``), so the spec file is self-contained and ``sharpen run --agent`` uses the rules. A
+``tool`` agent also gets ``guidelines_top_k``, so at run time only the rules most relevant to
+each task enter its prompt (:func:`sharpen.agents.guidelines.select_guidelines`).
+
+The gate teaches the memory: :meth:`GuidelinesProposer.observe` counts the rules a child
+added or edited as helpful when it won and as harmful when it lost. A rule whose harmful
+count exceeds its helpful count by two is dropped from every later child and cannot be added
+again. The memory (all rules and counts) is the proposer's ``state()``, so a checkpoint
+keeps it. Rules are per lineage — a child starts from its parent's rules, not from rules a
+rejected sibling tried — and the counts are shared by all lineages.
+"""
+
+from __future__ import annotations
+
+from sharpen.agents.guidelines import COMPONENT
+from sharpen.core.registry import PluginRef, register
+from sharpen.core.trajectory import Trajectory
+from sharpen.improve.candidate import Candidate
+from sharpen.improve.memory import (
+    Op,
+    RuleMemory,
+    bare_rule,
+    normalize,
+    parse_ops,
+    parse_rules,
+    render_rules,
+)
+from sharpen.improve.proposal import (
+    CHARS_PER_TOKEN,
+    InvalidProposal,
+    Proposal,
+    ProposalContext,
+    describe_trajectory,
+)
+
+SYSTEM = "You write one-line rules for a coding agent."
+
+ASK_ADD = "Reply with one line:\nADD: <the rule>"
+"""The request when there are no rules yet (only ADD can apply)."""
+
+ASK_OPS = ("Reply with one to three lines, each one of:\n"
+           "ADD: <a new rule>\n"
+           "EDIT <number>: <a better wording of that rule>\n"
+           "UPVOTE <number>\n"
+           "DOWNVOTE <number>\n"
+           "REMOVE <number>")
+"""The request when there are rules to edit, vote on or remove."""
+
+QUESTION = "What rule should the agent follow next time?"
+
+CONTRAST = ("Current rules:\n{rules}\n\nSolved task:\n{success}\n\nFailed task:\n{failure}\n\n"
+            f"Compare the solved and the failed task. {QUESTION} {{ask}}")
+
+FAILURE_ONLY = f"Current rules:\n{{rules}}\n\nFailed task:\n{{failure}}\n\n{QUESTION} {{ask}}"
+
+_SEEN_FEEDBACK = ("execution", "verifier")  # already in the observations and the verdict
+
+
+def _succeeded(t: Trajectory) -> bool:
+    return bool(t.outcome and t.outcome.success)
+
+
+def _with_feedback(t: Trajectory, limit_chars: int) -> str:
+    """The trajectory for the prompt, plus feedback the trace does not already show (a
+    critic's, a judge's, a person's), within ``limit_chars``."""
+    notes = [f"- {f.source} {f.name}: {f.value if f.value is not None else ''} {f.rationale}".strip()
+             for f in t.feedback if f.source not in _SEEN_FEEDBACK]
+    extra = ("\nFeedback:\n" + "\n".join(notes))[: limit_chars // 3] if notes else ""
+    return describe_trajectory(t, limit_chars - len(extra)) + extra
+
+
+@register("proposer", "guidelines")
+class GuidelinesProposer:
+    """Args: ``component`` (where the rules live, default ``guidelines``), ``top_k`` (rules a
+    tool agent puts in its prompt per task; ``None`` for all), ``max_rules`` (rules in one
+    spec at most), ``max_ops`` (operations applied from one reply), ``trace_tokens`` (trace
+    budget of one prompt, capped by the engine's ``reflection_tokens``), ``max_tokens`` (of
+    the reply), ``stop`` (stop sequences of the reply: by default it ends at its first blank
+    line, since operations come in one block and small models ramble after it),
+    ``bare_rule`` (take a reply that holds no operation but reads as one rule sentence as
+    ``ADD`` of it: :func:`~sharpen.improve.memory.bare_rule`)."""
+
+    def __init__(self, component: str = COMPONENT, top_k: int | None = 3, max_rules: int = 8,
+                 max_ops: int = 3, trace_tokens: int = 250, max_tokens: int = 160,
+                 stop: list[str] | None = None, bare_rule: bool = True) -> None:
+        self.component = component
+        self.top_k = top_k
+        self.max_rules = max_rules
+        self.max_ops = max_ops
+        self.trace_tokens = trace_tokens
+        self.max_tokens = max_tokens
+        self.stop = ["\n\n"] if stop is None else stop
+        self.bare_rule = bare_rule
+        self.memory = RuleMemory()
+
+    # -- checkpoint -------------------------------------------------------------------------
+
+    def state(self) -> dict:
+        """The memory, for the engine's checkpoint."""
+        return {"memory": self.memory.model_dump(mode="json")}
+
+    def load_state(self, state: dict) -> None:
+        """Restore the memory of :meth:`state`."""
+        self.memory = RuleMemory.model_validate(state.get("memory") or {})
+
+    # -- proposing --------------------------------------------------------------------------
+
+    def rules_of(self, candidate: Candidate) -> tuple[list[str], list[str]]:
+        """``(header_lines, rules)`` of a candidate's rules component."""
+        return parse_rules(candidate.spec.components.get(self.component, ""))
+
+    def prompt(self, ctx: ProposalContext, current: list[str]) -> str:
+        """The induction prompt: ``current`` rules numbered, one failure and (when the
+        minibatch has one, of another task) one success, both trimmed."""
+        failures = [t for t in ctx.minibatch if not _succeeded(t)]
+        if not failures:
+            raise InvalidProposal("no failure on the minibatch to learn from")
+        failure = ctx.rng.choice(failures)
+        wins = [t for t in ctx.minibatch if _succeeded(t) and t.task.hash() != failure.task.hash()]
+        success = ctx.rng.choice(wins) if wins else None
+        chars = min(ctx.reflection_tokens, self.trace_tokens) * CHARS_PER_TOKEN
+        rules = "\n".join(f"{i}. {r}" for i, r in enumerate(current, 1)) or "(no rules yet)"
+        ask = ASK_OPS if current else ASK_ADD
+        if success is None:
+            return FAILURE_ONLY.format(rules=rules, failure=_with_feedback(failure, chars), ask=ask)
+        return CONTRAST.format(rules=rules, success=describe_trajectory(success, chars // 2),
+                               failure=_with_feedback(failure, chars // 2), ask=ask)
+
+    async def propose(self, ctx: ProposalContext) -> Proposal:
+        """The parent with its rules edited by the LLM (see the module doc)."""
+        spec = ctx.parent.spec
+        header, parent_rules = self.rules_of(ctx.parent)
+        for rule in parent_rules:
+            self.memory.intern(rule)
+        current = self.memory.live(parent_rules)
+        prompt = self.prompt(ctx, current)
+        params = {"max_tokens": self.max_tokens, **({"stop": self.stop} if self.stop else {})}
+        reply = await ctx.llm.ask(prompt, system=SYSTEM, **params)
+        ops = parse_ops(reply)
+        if not ops and self.bare_rule and (rule := bare_rule(reply)) is not None:
+            ops = [Op(kind="ADD", text=rule)]
+        if not ops:
+            raise InvalidProposal("the reply holds no rule operation (ADD: rule, EDIT n: rule, "
+                                  "UPVOTE n, DOWNVOTE n, REMOVE n)")
+        applied = self.memory.apply(ops, current, max_rules=self.max_rules, max_ops=self.max_ops,
+                                    prompt=prompt)
+        if not applied.done:
+            raise InvalidProposal("no rule operation applies: " + "; ".join(applied.ignored)[:300])
+        if applied.rules == parent_rules:
+            raise InvalidProposal("the operations leave the rules unchanged: "
+                                  + "; ".join(applied.done)[:300])
+        components = dict(spec.components)
+        text = render_rules(applied.rules, header)
+        if text:
+            components[self.component] = text
+        else:
+            components.pop(self.component, None)
+        agent = spec.agent
+        if self.top_k is not None and agent.name == "tool" and "guidelines_top_k" not in agent.args:
+            agent = PluginRef(name="tool", args={**agent.args, "guidelines_top_k": self.top_k})
+        dropped = len(parent_rules) - len(current)
+        change = "guidelines: " + "; ".join(applied.done)
+        if dropped:
+            change += f"; {dropped} rule(s) dropped for failing at the gate"
+        child = spec.model_copy(update={"components": components, "agent": agent, "parents": []})
+        return Proposal(spec=child, change=change[:240])
+
+    def observe(self, parent: Candidate, proposal: Proposal, accepted: bool) -> None:
+        """Count the rules the child added or edited: helpful when it won its gate, harmful
+        when it lost."""
+        before = {normalize(r) for r in self.rules_of(parent)[1]}
+        after = parse_rules(proposal.spec.components.get(self.component, ""))[1]
+        for rule in after:
+            if normalize(rule) not in before:
+                self.memory.vote(rule, helpful=accepted)
