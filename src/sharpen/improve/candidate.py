@@ -9,6 +9,7 @@ one solving some task keeps getting chances even when its mean is lower.
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 
 from pydantic import BaseModel, Field
 
@@ -56,8 +57,9 @@ class Archive(BaseModel):
         return any(c.hash == spec_hash for c in self.candidates)
 
     def best(self) -> Candidate:
-        """Highest mean validation success; ties go to the earlier (cheaper-to-trust) one."""
-        return max(self.candidates, key=lambda c: (c.val_score, -c.iteration))
+        """Highest mean validation success. Ties go to the later candidate: every archived
+        child beat its parent on a gate, so on equal validation it has more evidence."""
+        return max(self.candidates, key=lambda c: (c.val_score, c.iteration))
 
     def front(self) -> dict[str, int]:
         """Pareto front: candidate hash -> number of validation tasks it leads (ties count
@@ -84,9 +86,12 @@ class Archive(BaseModel):
                 return True
         return False
 
-    def select_parent(self, rng: random.Random) -> Candidate:
-        """A parent from the Pareto front, weighted by tasks led."""
-        front = self.front()
+    def select_parent(self, rng: random.Random, exclude: Collection[str] = ()) -> Candidate | None:
+        """A parent from the Pareto front, weighted by tasks led, leaving out ``exclude``
+        (parents the proposer has nothing more for); ``None`` when no one is left."""
+        front = {h: n for h, n in self.front().items() if h not in exclude}
+        if not front:
+            return None
         hashes = sorted(front, key=lambda h: [c.hash for c in self.candidates].index(h))
         chosen = rng.choices(hashes, weights=[front[h] for h in hashes], k=1)[0]
         return self.get(chosen)

@@ -146,6 +146,8 @@ class Engine:
                 s.stop_reason = why
                 break
             valid = await self._iterate(rng, m)
+            if s.stop_reason is not None:
+                break
             idle = 0 if valid else idle + 1
             s.iteration += 1
             self._save(rng)
@@ -156,9 +158,12 @@ class Engine:
     async def _iterate(self, rng, m: int) -> bool:
         """One iteration; ``False`` when no valid proposal came (or none was needed)."""
         s = self.state
-        s.account.iterations += 1
         it = s.iteration + 1
-        parent = s.archive.select_parent(rng)
+        parent = s.archive.select_parent(rng, exclude=s.exhausted)
+        if parent is None:
+            s.stop_reason = "the proposer has nothing left to propose for any parent on the front"
+            return False
+        s.account.iterations += 1
         batch = rng.sample(self.train, m)
         parent_ev = await self._evaluate(parent.spec, batch, "train")
         if parent_ev.successes == m:
@@ -168,6 +173,8 @@ class Engine:
         ctx = ProposalContext(
             parent=parent, minibatch=self.evaluator.trajectories(parent_ev),
             rejected=list(s.rejected.get(parent.hash, [])), archive=s.archive, iteration=it,
+            tried={c.hash for c in s.archive.candidates}
+            | {r.child_hash for rs in s.rejected.values() for r in rs},
             rng=rng, reflection_tokens=self.config.reflection_tokens,
             llm=ProposerLLM(self.proposer_model, self.config.proposer_params, self._charge_proposer,
                             rng),
@@ -211,6 +218,7 @@ class Engine:
                 s.invalid_reasons.append(str(exc))
                 self.on_event(f"#{ctx.iteration}: invalid proposal: {exc}")
                 if isinstance(exc, NothingToPropose):
+                    s.exhausted.append(ctx.parent.hash)
                     return None
                 continue
             s.account.proposals += 1

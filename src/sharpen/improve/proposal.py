@@ -127,6 +127,9 @@ class ProposalContext(BaseModel):
     """Children of this parent that lost their gate, oldest first."""
     archive: Archive
     """Every accepted candidate so far (validation scores included, task content not)."""
+    tried: set[str] = Field(default_factory=set)
+    """Hashes of every spec already archived or rejected (from any parent): proposing one
+    again is invalid."""
     iteration: int
     """Engine iteration (1-based)."""
     rng: random.Random

@@ -72,6 +72,8 @@ class EngineState(BaseModel):
     """Why proposals were invalid, in order (for the account)."""
     curve: list[CurvePoint] = Field(default_factory=list)
     """Anytime curve."""
+    exhausted: list[str] = Field(default_factory=list)
+    """Parents the proposer said it has nothing more for (never drawn again)."""
     proposer_state: dict[str, Any] = Field(default_factory=dict)
     """What the proposer learned (its ``state()``)."""
     stop_reason: str | None = None

@@ -2,10 +2,10 @@
 
 It changes how the spec runs, not what it says: the child runs under the
 :class:`~sharpen.agents.reflexion.ReflexionAgent` with more trials than its parent (a plain
-tool agent counts as one trial) — the fewest not yet rejected for this parent, up to
-``max_trials``. The reflections live in an episodic memory per task and never enter the
-spec's components, so this proposer's gains stay apart from any cross-task memory. A parent
-with every trial count up to ``max_trials`` tried has nothing left to propose.
+tool agent counts as one trial) — the fewest not yet tried, up to ``max_trials``. The
+reflections live in an episodic memory per task and never enter the spec's components, so
+this proposer's gains stay apart from any cross-task memory. A parent with every trial count
+up to ``max_trials`` tried has nothing left to propose.
 """
 
 from __future__ import annotations
@@ -37,12 +37,11 @@ class ReflexionProposer:
         return spec.model_copy(update={"agent": PluginRef(name="reflexion", args=args), "parents": []})
 
     async def propose(self, ctx: ProposalContext) -> Proposal:
-        """The parent with the fewest extra trials not yet rejected or archived (see the
-        module doc)."""
+        """The parent with the fewest extra trials not yet tried (archived or rejected from
+        any parent); :class:`NothingToPropose` when every count up to ``max_trials`` was."""
         spec = ctx.parent.spec
-        rejected = {r.child_hash for r in ctx.rejected}
         for trials in range(trials_of(spec) + 1, self.max_trials + 1):
             child = self.child(spec, trials)
-            if child.hash() not in rejected and not ctx.archive.has(child.hash()):
+            if child.hash() not in ctx.tried:
                 return Proposal(spec=child, change=f"reflexion with {trials} trials per task")
         raise NothingToPropose(f"every trial count up to {self.max_trials} was tried from this parent")
