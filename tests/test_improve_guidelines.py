@@ -201,7 +201,7 @@ async def test_propose_renders_the_edited_rules_into_the_child(tmp_path):
                                               "- Return the result instead of printing it.")
     assert child.components["instructions"] == "Solve it."
     assert child.agent == PluginRef(name="tool", args={"guidelines_top_k": 2})
-    assert proposal.change.startswith("guidelines: REMOVE 2; ADD: Return the result")
+    assert proposal.change.startswith("rules: REMOVE 2; ADD: Return the result")
     AgentSpec.model_validate(json.loads(child.model_dump_json()))  # a plain, loadable spec
 
 

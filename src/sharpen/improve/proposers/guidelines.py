@@ -172,7 +172,7 @@ class GuidelinesProposer:
         if self.top_k is not None and agent.name == "tool" and "guidelines_top_k" not in agent.args:
             agent = PluginRef(name="tool", args={**agent.args, "guidelines_top_k": self.top_k})
         dropped = len(parent_rules) - len(current)
-        change = "guidelines: " + "; ".join(applied.done)
+        change = "rules: " + "; ".join(applied.done)
         if dropped:
             change += f"; {dropped} rule(s) dropped for failing at the gate"
         child = spec.model_copy(update={"components": components, "agent": agent, "parents": []})
