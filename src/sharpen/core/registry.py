@@ -51,6 +51,9 @@ _BUILTIN_MODULES: dict[str, tuple[str, ...]] = {
     "proposer": (
         "sharpen.improve.proposers.reflexion",
         "sharpen.improve.proposers.guidelines",
+        "sharpen.improve.proposers.evolve",
+        "sharpen.improve.proposers.opro",
+        "sharpen.improve.proposers.best_of_n",
     ),
 }
 

@@ -162,15 +162,19 @@ def describe_trajectory(t: Trajectory, limit_chars: int) -> str:
     """One trajectory for a reflection prompt: the task, each reply and what the
     environment answered, and the verdict — trimmed to about ``limit_chars``."""
     task = next((m.content for m in t.messages if m.role == "user"), "") or ""
+    share = max(60, limit_chars // (len(t.steps) + 2))
     turns = []
     for s in t.steps:
         reply = next((m.content or "" for m in s.messages if m.role == "assistant"), "")
-        turns.append(f"Agent: {reply.strip()}\nEnvironment: {(s.observation or '').strip()}")
+        # reply and answer are cut apart, so a long reply cannot crowd out the feedback
+        turns.append(f"Agent: {_clip(reply.strip(), share // 2)}\n"
+                     f"Environment: {_clip((s.observation or '').strip(), share // 2)}")
     verdict = "SUCCESS" if t.outcome and t.outcome.success else "FAILURE"
     evidence = (t.outcome.evidence if t.outcome else "") or ""
-    share = max(60, limit_chars // (len(turns) + 2))
+    if t.steps and evidence.strip() and evidence.strip() in (t.steps[-1].observation or ""):
+        evidence = ""  # the last observation already says it (e.g. the code env's test report)
     parts = [f"Task:\n{_clip(task.strip(), share)}"]
-    parts += [_clip(turn, share) for turn in turns]
+    parts += turns
     parts.append(f"Verdict: {verdict}. {_clip(evidence, share)}")
     return "\n".join(parts)
 

@@ -41,17 +41,15 @@ from sharpen.improve.proposers.rewrite import (
 MIN_TRACE_TOKENS = 200
 """Traces get at least this many tokens even when the rest of the prompt is long."""
 
-PROMPT = """You improve one part of an AI agent's system prompt, the "{name}" text.
+PROMPT = """Here is how an AI agent did on some tasks, and the feedback it got:
 
-Current {name}:
+{traces}
+{rejected}
+This is the agent's current "{name}" text:
 ```
 {current}
 ```
 
-How the agent did on some tasks with it, and the feedback it got:
-
-{traces}
-{rejected}
 Write an improved {name} text for the agent: keep what helped, and add short general advice \
 that would have avoided the failures above (no answers to these particular tasks). {fmt}"""
 
@@ -81,7 +79,7 @@ def merge_specs(a: Candidate, b: Candidate, ancestor: Candidate) -> tuple[AgentS
     """The merge of ``a`` and ``b`` over their common ``ancestor``, and which components came
     from ``b`` (the rest are ``a``'s or unchanged). Everything other than components (model,
     agent, params, limits) is the higher-scoring candidate's."""
-    first, second = (a, b) if a.val_score >= b.val_score else (b, a)
+    first = a if a.val_score >= b.val_score else b
     names = list(dict.fromkeys([*ancestor.spec.components, *a.spec.components, *b.spec.components]))
     components: dict[str, str] = {}
     from_b: list[str] = []
@@ -156,7 +154,8 @@ class EvolveProposer:
         name = self.component(ctx)
         current = ctx.parent.spec.components.get(name, "")
         text = await ask_for_text(ctx.llm, evolve_prompt(ctx, name, current), current=current)
-        return Proposal(spec=with_component(ctx.parent.spec, name, text), change=change_line("evolve", name, text))
+        return Proposal(spec=with_component(ctx.parent.spec, name, text),
+                        change=change_line("evolve", name, text))
 
     def merge(self, archive: Archive) -> Proposal | None:
         """A merge of the first pair not merged before whose child is new, or ``None``."""

@@ -24,11 +24,12 @@ from sharpen.improve.proposers.rewrite import (
     with_component,
 )
 
-PROMPT = """Your job is to write the "{name}" text of an AI agent's system prompt. \
-Below are earlier texts with their scores (share of tasks solved), from worst to best.
+PROMPT = """Your job is to write the "{name}" text of an AI agent's system prompt.
+{examples}
+Below are earlier {name} texts with their scores (share of tasks solved), from worst to best.
 
 {scored}
-{examples}
+
 Write a new {name} text that is different from all of the texts above and would score \
 higher than all of them. {fmt}"""
 

@@ -2,11 +2,14 @@
 with one component replaced, the fenced-block reply they all ask for and its checks, the
 rejection log as prompt text, and prompt budgeting.
 
-Every reply must hold a closed fenced block with the new text (a reply cut off mid-block or
-without a block is :class:`~sharpen.improve.proposal.InvalidProposal`, as is a block that
-holds code when instructions were asked for, or the unchanged text): a tiny model often
-answers with a solution to some task instead of instructions, and adopting that would only
-waste rollouts on a gate it cannot pass.
+Every reply must hold a fenced block with the new text. A reply without one is
+:class:`~sharpen.improve.proposal.InvalidProposal`, as is a block that holds code when
+instructions were asked for, or the unchanged text: a tiny model often answers with a
+solution to some task instead of instructions, and adopting that would only waste rollouts on
+a gate it cannot pass. A reply cut at ``max_tokens`` never gets here
+(:meth:`~sharpen.improve.proposal.ProposerLLM.ask` rejects it); a last block the model left
+open when it *stopped on its own* is taken as complete — small models often forget the
+closing fence.
 """
 
 from __future__ import annotations
@@ -20,8 +23,17 @@ from sharpen.improve.proposal import CHARS_PER_TOKEN, InvalidProposal, ProposerL
 DEFAULT_COMPONENT = "instructions"
 """The component the rewriting proposers change unless told otherwise."""
 
-FORMAT = "Reply with only the new text, inside one ``` block."
+FORMAT = "Reply with only the new text, in plain English, inside one ``` block."
 """The closing line of every rewriting prompt."""
+
+STOP = ["```\n\n"]
+"""Stop sequences of every rewriting call: a closing fence followed by a blank line ends the
+reply, so a model that would ramble on after its block (and be cut at ``max_tokens``) stops
+there. The fence itself is then left out of the reply, which :func:`fenced_text` accepts."""
+
+SYSTEM = ("You write instructions for an AI agent, in plain English. You never solve the agent's "
+          "tasks yourself and never write code.")
+"""The system message of every rewriting prompt."""
 
 MIN_CHARS = 20
 """Shortest acceptable new text."""
@@ -55,16 +67,15 @@ def with_component(spec: AgentSpec, name: str, text: str, parents: list[str] | N
 
 
 def fenced_text(reply: str, *, current: str = "", min_chars: int = MIN_CHARS) -> str:
-    """The new text of ``reply``: the body of its last closed fenced block.
+    """The new text of ``reply``: the body of its last fenced block (one left open at the end
+    of a reply that was not cut at ``max_tokens`` counts; see the module doc).
 
-    :class:`InvalidProposal` when there is no closed block, when the block is shorter than
+    :class:`InvalidProposal` when there is no block, when the block is shorter than
     ``min_chars``, holds code (a language tag of a programming language, or lines such as
     ``def f(`` or ``import x``), or repeats ``current``."""
-    blocks = [b for b in code_blocks(reply) if b.closed]
+    blocks = code_blocks(reply)
     if not blocks:
-        open_block = any(not b.closed for b in code_blocks(reply))
-        raise InvalidProposal("the reply's ``` block is not closed (cut off)" if open_block
-                              else "the reply has no ``` block with the new text")
+        raise InvalidProposal("the reply has no ``` block with the new text")
     block = blocks[-1]
     text = block.body.strip()
     if len(text) < min_chars:
@@ -76,9 +87,11 @@ def fenced_text(reply: str, *, current: str = "", min_chars: int = MIN_CHARS) ->
     return text
 
 
-async def ask_for_text(llm: ProposerLLM, prompt: str, *, current: str = "", system: str | None = None,
+async def ask_for_text(llm: ProposerLLM, prompt: str, *, current: str = "", system: str | None = SYSTEM,
                        **params) -> str:
-    """Ask ``llm`` and return the new text of its reply (see :func:`fenced_text`)."""
+    """Ask ``llm`` (with :data:`SYSTEM` and :data:`STOP` unless told otherwise) and return the
+    new text of its reply (see :func:`fenced_text`)."""
+    params.setdefault("stop", STOP)
     reply = await llm.ask(prompt, system=system, **params)
     return fenced_text(reply, current=current)
 

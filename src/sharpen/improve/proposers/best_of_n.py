@@ -1,0 +1,54 @@
+"""The ``best_of_n`` baseline: random search over rewrites, with no feedback at all.
+
+Each proposal asks the LLM for a variant of the parent's component text, sampled at
+``temperature`` (> 0, so repeated asks differ). It sees neither traces nor scores; the
+engine's gate and validation pass are what pick the best of the N variants the budget pays
+for. Any gain another proposer shows over this one is the worth of its feedback.
+"""
+
+from __future__ import annotations
+
+from sharpen.core.registry import register
+from sharpen.improve.proposal import Proposal, ProposalContext
+from sharpen.improve.proposers.rewrite import (
+    DEFAULT_COMPONENT,
+    FORMAT,
+    ask_for_text,
+    change_line,
+    clip,
+    with_component,
+)
+
+PROMPT = """Here is the "{name}" text of an AI agent's system prompt:
+
+```
+{current}
+```
+
+Write a variant of it: say the same in other words, and you may add one piece of general \
+advice that could help the agent. {fmt}"""
+
+
+def best_of_n_prompt(name: str, current: str) -> str:
+    """The rewrite prompt for ``current`` (the text of component ``name``)."""
+    return PROMPT.format(name=name, current=clip(current, 4000) if current else "(empty)", fmt=FORMAT)
+
+
+@register("proposer", "best_of_n")
+class BestOfNProposer:
+    """Args: ``component`` (default ``instructions``), ``temperature`` (of the rewrite,
+    default 1.0; must be > 0)."""
+
+    def __init__(self, component: str = DEFAULT_COMPONENT, temperature: float = 1.0) -> None:
+        if temperature <= 0:
+            raise ValueError(f"best_of_n: temperature must be > 0 for a random search, got {temperature}")
+        self.component = component
+        self.temperature = temperature
+
+    async def propose(self, ctx: ProposalContext) -> Proposal:
+        """A sampled variant of the parent's ``component``."""
+        current = ctx.parent.spec.components.get(self.component, "")
+        text = await ask_for_text(ctx.llm, best_of_n_prompt(self.component, current), current=current,
+                                  temperature=self.temperature)
+        return Proposal(spec=with_component(ctx.parent.spec, self.component, text),
+                        change=change_line("best_of_n", self.component, text))
