@@ -25,8 +25,8 @@ submission's report; neither scorer re-runs them).
 
 Two variants:
 
-* ``sandbox``: the real environment; each submission costs a sandboxed subprocess
-  (~100-300 ms), which dominates both harnesses.
+* ``sandbox``: the real environment; each submission costs a fresh sandbox with its own
+  interpreter (tens of milliseconds, see ``docs/sandbox.md``), which dominates both harnesses.
 * ``pure``: the same ``CodeEnv``, but ``run_tests`` is replaced (in the worker process of
   this benchmark only) by a lookup of the report the real sandbox produced for that exact
   program during setup. Observations, rewards and verdicts are unchanged, the environment
@@ -54,8 +54,9 @@ Numbers
   own lookup cost (sharpen: a SHA-256 of the canonical request JSON plus a validated copy;
   Inspect: a dict lookup) counts as harness overhead.
 * CPU ms/step: CPU time of the harness process (not of the sandbox children) ÷ steps.
-* load: the 1-minute load average before and after the run; on a shared machine a load
-  above the core count means other work competed with the benchmark.
+* load: the 1-minute load average when each sharpen cell starts (the table's last column),
+  and before and after the whole run; on a shared machine a load above the core count means
+  other work competed with the benchmark.
 
 The cassette
 ------------
@@ -482,6 +483,7 @@ def derive(variant: str, c: int, s: dict, i: dict) -> dict[str, Any]:
         "inspect_cpu_ms_per_step": 1000 * i["cpu_s"] / i["steps"],
         "same_work": (s["episodes"], s["steps"], s["success"]) == (i["episodes"], i["steps"],
                                                                     i["success"]),
+        "load": s.get("load_at_start"),
     }
     row["ratio"] = row["sharpen_eps"] / row["inspect_sps"]
     if c == 1 or variant == "pure":
@@ -535,7 +537,7 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
 def render(rows: list[dict], info: dict, args: argparse.Namespace, setup: dict) -> str:
     head = ("| variant | concurrency | episodes (steps) | sharpen episodes/s | Inspect samples/s "
             "| ratio | sharpen overhead ms/step | Inspect overhead ms/step | env ms/step "
-            "| sharpen CPU ms/step | Inspect CPU ms/step |")
+            "| sharpen CPU ms/step | Inspect CPU ms/step | load |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in rows:
         lines.append(
@@ -543,7 +545,7 @@ def render(rows: list[dict], info: dict, args: argparse.Namespace, setup: dict) 
             f"| {r['sharpen_eps']:.1f} | {r['inspect_sps']:.1f} | **{r['ratio']:.2f}×** "
             f"| {fmt(r['sharpen_overhead_ms'])} | {fmt(r['inspect_overhead_ms'])} "
             f"| {r['env_ms_per_step']:.3g} | {r['sharpen_cpu_ms_per_step']:.2f} "
-            f"| {r['inspect_cpu_ms_per_step']:.2f} |")
+            f"| {r['inspect_cpu_ms_per_step']:.2f} | {fmt(r['load'])} |")
     return "\n".join(lines)
 
 
@@ -617,7 +619,9 @@ def main() -> None:
                             "repeats": repeats if variant == "pure" else 1,
                             "paths": setup["paths"], "tmp_dir": args.tmp_dir,
                             "profile": args.profile}
+                    load = os.getloadavg()[0]
                     cells[(variant, c, harness)] = r = run_cell(spec)
+                    r["load_at_start"] = load
                     print(f"  {variant:8s} c={c:<3d} {harness:8s} {r['episodes']} episodes, "
                           f"{r['steps']} steps in {r['wall_s']:.2f} s "
                           f"({r['episodes'] / r['wall_s']:.1f}/s)", flush=True)
@@ -653,7 +657,9 @@ def main() -> None:
         "separable, the sandboxes overlap and saturate the CPUs). env ms/step: time inside "
         "`CodeEnv.reset/step/outcome/close`, timed the same way for both harnesses (sharpen's "
         "column shown; Inspect's is in the JSON). CPU ms/step: the harness process only, not "
-        "the sandbox children. Ratio = sharpen episodes/s ÷ Inspect samples/s.",
+        "the sandbox children. Ratio = sharpen episodes/s ÷ Inspect samples/s. load: the "
+        "1-minute load average when the sharpen cell started (the machine has "
+        f"{info['cores']} cores; above that, other work competed for them).",
         "",
         "## Targets",
         "",

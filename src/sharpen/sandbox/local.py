@@ -2,12 +2,14 @@
 
 The strongest isolation that works here is used; ``isolation`` names it (the modes are described
 in :mod:`sharpen.sandbox.isolation`). The parts live in their own modules: :mod:`.bwrap`
-(bubblewrap argv), :mod:`.child` (rlimits, namespaces and uid drop between fork and exec),
+(bubblewrap argv), :mod:`.child` (rlimits, namespaces and uid drop between fork and exec, or
+the ``prlimit`` prefix that sets the same rlimits where nothing else is needed),
 :mod:`.uids` (the flock'ed uid pool, ``kill_uid``) and :mod:`.host` (interpreter, PATH).
 
 Every mode sets rlimits in the child (CPU, address space, file size, open files, processes,
-no core files), gives it its own session and a scrubbed environment, caps captured output
-(draining the rest) and SIGKILLs the whole process group when the wall-clock timeout fires.
+no core files) before the command's first instruction, gives it its own session and a
+scrubbed environment, caps captured output (draining the rest) and SIGKILLs the whole process
+group when the wall-clock timeout fires.
 """
 
 from __future__ import annotations
