@@ -65,11 +65,11 @@ import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import yaml
+from machine_info import cpu_name, version
 from pydantic import BaseModel, Field
 
 from sharpen.core.errors import UserError
@@ -262,20 +262,7 @@ def row(cell: Cell) -> str:
 
 
 def machine() -> dict[str, str]:
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-
-    def version(pkg: str) -> str:
-        try:
-            return metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            return "not installed"
+    cpu = cpu_name()
 
     return {
         "cpu": cpu,

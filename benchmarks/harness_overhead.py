@@ -107,6 +107,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from machine_info import cores as machine_cores
+from machine_info import cpu_name, version
+
 HERE = Path(__file__).resolve().parent
 CASSETTE = HERE / "cassettes" / "harness_overhead.jsonl"
 AGENT_YAML = HERE / "cassettes" / "harness_overhead.agent.yaml"
@@ -501,24 +504,8 @@ def machine(load_start: float) -> dict[str, Any]:
         isolation = detect_isolation()
     except (ImportError, OSError):
         isolation = "unknown"
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 0
-
-    def version(pkg: str) -> str:
-        try:
-            return metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            return "not installed"
+    cpu = cpu_name()
+    cores = machine_cores()
 
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu, "cores": cores,

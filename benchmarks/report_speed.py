@@ -45,11 +45,11 @@ import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from machine_info import cpu_name, version
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -172,20 +172,7 @@ def timed(fn: Any, repeats: int) -> tuple[float, float, Any]:
 
 
 def machine(load_start: float) -> dict[str, str]:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-
-    def version(pkg: str) -> str:
-        try:
-            return metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            return "not installed"
+    cpu = cpu_name()
 
     return {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu,
             "cores": str(len(os.sched_getaffinity(0))), "python": platform.python_version(),
