@@ -120,3 +120,14 @@ async def test_experiment_scores_test_outside_the_budget_and_reports_the_gain(tm
 def test_preflight_says_what_the_budget_buys():
     line = preflight(Budget(rollouts=100), val_size=10, minibatch=4)
     assert "about 8 proposals" in line
+
+
+async def test_a_task_listed_twice_is_run_once(tmp_path: Path):
+    tasks = split_tasks(ENV, ExperimentConfig(env=ENV, train=2, val=1, test=1))["train"]
+    evaluator = Evaluator(Store(f"sqlite:///{tmp_path}/s.db"), ENV, seed=0)
+    spec = NULL.model_copy(update={"agent": PluginRef(name="reference")})
+    ev = await evaluator.evaluate(spec, [tasks[0], tasks[1], tasks[0]], "train")
+    assert ev.new_rollouts == 2 and ev.successes == 3
+    trajs = evaluator.trajectories(ev)
+    assert [t.task.hash() for t in trajs] == [tasks[0].hash(), tasks[1].hash(), tasks[0].hash()]
+    assert trajs[0].id == trajs[2].id

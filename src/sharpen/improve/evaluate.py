@@ -83,7 +83,8 @@ class Evaluator:
         """``spec`` on ``tasks`` (one epoch); only pairs not yet in the cache are run. A run
         interrupted earlier with the same missing tasks is resumed, not repeated."""
         h = spec.hash()
-        missing = [t for t in tasks if self.key(h, t) not in self.cache]
+        # A task listed twice is run once (its record serves both places).
+        missing = list({self.key(h, t): t for t in tasks if self.key(h, t) not in self.cache}.values())
         new_usage = Usage()
         if missing:
             config = RunConfig(
@@ -101,10 +102,10 @@ class Evaluator:
 
     def trajectories(self, evaluation: Evaluation) -> list[Trajectory]:
         """The stored trajectories of ``evaluation``, steps included, in task order."""
-        wanted = {r.trajectory_id: i for i, r in enumerate(evaluation.records)}
-        out: list[Trajectory | None] = [None] * len(wanted)
+        wanted = {r.trajectory_id for r in evaluation.records}
+        found: dict[str, Trajectory] = {}
         for run_id in dict.fromkeys(r.run_id for r in evaluation.records):
             for t in self.store.iter_trajectories(run_id):
                 if t.id in wanted:
-                    out[wanted[t.id]] = t
-        return [t for t in out if t is not None]
+                    found[t.id] = t
+        return [found[r.trajectory_id] for r in evaluation.records if r.trajectory_id in found]
