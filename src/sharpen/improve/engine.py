@@ -151,6 +151,9 @@ class Engine:
             idle = 0 if valid else idle + 1
             s.iteration += 1
             self._save(rng)
+        last = s.curve[-1] if s.curve else None
+        if last is None or (last.rollouts, last.tokens) != (s.spend.rollouts, s.spend.tokens):
+            self._point()  # the curve runs to what was spent in all, not to the last acceptance
         self._save(rng)
         self.on_event(f"stopped: {s.stop_reason}")
         return s
