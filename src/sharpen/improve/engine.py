@@ -134,21 +134,20 @@ class Engine:
             self._point()
             self.on_event(f"seed: val {s.archive.best().val_score:.1%}")
             self._save(rng)
-        idle = 0
         m = min(self.config.minibatch, len(self.train))
         while s.stop_reason is None:
             why = s.spend.exhausted(self.config.budget, next_rollouts=2 * m)
             if why is None and s.iteration >= self.config.max_iterations:
                 why = f"max_iterations ({self.config.max_iterations})"
-            if why is None and idle >= self.config.max_idle:
-                why = f"no valid proposal in {idle} iterations in a row"
+            if why is None and s.idle >= self.config.max_idle:
+                why = f"no valid proposal in {s.idle} iterations in a row"
             if why is not None:
                 s.stop_reason = why
                 break
             valid = await self._iterate(rng, m)
             if s.stop_reason is not None:
                 break
-            idle = 0 if valid else idle + 1
+            s.idle = 0 if valid else s.idle + 1
             s.iteration += 1
             self._save(rng)
         last = s.curve[-1] if s.curve else None

@@ -56,6 +56,8 @@ class EngineState(BaseModel):
 
     iteration: int = 0
     """Iterations completed."""
+    idle: int = 0
+    """Iterations in a row without a valid proposal (``max_idle`` stops the run)."""
     archive: Archive = Field(default_factory=Archive)
     """Accepted candidates."""
     spend: Spend = Field(default_factory=Spend)
