@@ -37,19 +37,23 @@ def config(mode: str) -> ExperimentConfig:
                      limits=Limits(max_steps=2, max_tokens=6000, max_seconds=600))
     return ExperimentConfig(
         env=PluginRef(name="code", args={"source": "generated", "max_submissions": 1}),
-        seed_spec=spec, proposer=PluginRef(name="reflexion", args={"max_trials": 3}),
-        train=6, val=3, test=6,
-        engine=EngineConfig(budget=Budget(rollouts=24), minibatch=3),
+        seed_spec=spec, proposer=PluginRef(name="reflexion", args={"max_trials": 4}),
+        train=10, val=3, test=6,
+        engine=EngineConfig(budget=Budget(rollouts=46), minibatch=10),
     )
 
 
-async def reflexion_on_test(cfg: ExperimentConfig, store: Store):
-    """Reflexion with three trials on the experiment's test tasks, with the seeds of the
-    experiment's test runs (recorded so a replay can compare it with the seed there)."""
+MEMORIES = ("reflections", "feedback", "none")
+
+
+async def reflexion_on_test(cfg: ExperimentConfig, store: Store, memory: str = "reflections"):
+    """Reflexion with three trials and episodic memory ``memory`` on the experiment's test
+    tasks, with the seeds of the experiment's test runs (recorded so a replay can compare it
+    with the seed there)."""
     models = SharedModels()
     evaluator = Evaluator(store, cfg.env, seed=cfg.engine.seed, model_factory=models,
                           labels={"role": "test"})
-    spec = ReflexionProposer(max_trials=3).child(cfg.seed_spec, 3)
+    spec = ReflexionProposer(max_trials=3).child(cfg.seed_spec, 3, memory)
     return await evaluator.evaluate(spec, split_tasks(cfg.env, cfg)["test"], "test")
 
 
@@ -62,8 +66,9 @@ async def main() -> None:
         r = result.results[0]
         print(f"seed test {result.baseline_test_score:.2f}, winner test {r.test_score:.2f}, "
               f"archive {r.archive_size}, rollouts {r.spend.rollouts}")
-        ev = await reflexion_on_test(config("record"), store)
-        print(f"reflexion(3) on test: {ev.successes}/{len(ev.records)}")
+        for memory in MEMORIES:
+            ev = await reflexion_on_test(config("record"), store, memory)
+            print(f"reflexion(3, memory {memory}) on test: {ev.successes}/{len(ev.records)}")
     print(f"recorded {sum(1 for _ in CASSETTE.open())} calls to {CASSETTE}")
 
 

@@ -10,8 +10,8 @@ from conftest import sharpen
 from record_improve_cassette import config
 
 FLAGS = ["-E", "source=generated", "-E", "max_submissions=1", "--proposer", "reflexion",
-         "--proposer-arg", "max_trials=3", "--train", "6", "--val", "3", "--test", "6",
-         "--minibatch", "3", "--budget-rollouts", "24"]
+         "--proposer-arg", "max_trials=4", "--train", "10", "--val", "3", "--test", "6",
+         "--minibatch", "10", "--budget-rollouts", "46"]
 
 
 def test_improve_reports_resumes_and_writes_the_winner(tmp_path: Path):

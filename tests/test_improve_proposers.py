@@ -38,11 +38,12 @@ from record_improve_proposers_cassette import (
 from servers import chat_body
 
 from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.improve.candidate import Archive
 from sharpen.improve.engine import MAX_COMPONENT_CHARS
 from sharpen.improve.experiment import split_tasks
-from sharpen.improve.proposal import InvalidProposal
+from sharpen.improve.proposal import InvalidProposal, NothingToPropose
 from sharpen.improve.proposers.evolve import EvolveProposer, merge_pairs
 from sharpen.improve.proposers.rewrite import SYSTEM, fenced_text, one_line, tokens
 from sharpen.improve.state import EngineState
@@ -385,3 +386,35 @@ def test_no_proposer_prompt_holds_a_validation_or_test_task(replayed):
     train_only = train - set().union(*_task_lines(splits["val"] + splits["test"]).values())
     assert any(ln in p for ln in train_only for p in prompts)
 
+
+
+# -- reflexion --------------------------------------------------------------------------------
+
+
+def test_reflexion_offers_most_trials_first_then_each_memory_until_nothing_is_left():
+    proposer = REGISTRY.create("proposer", PluginRef(name="reflexion", args={"max_trials": 3}))
+    seed = candidate(seed_spec("replay"), 0.0, 0)
+    ctx = context("replay", None, [], Archive(candidates=[seed]), seed, 0)
+    offered = []
+    while True:
+        try:
+            p = _run(proposer.propose(ctx))
+        except NothingToPropose:
+            break
+        args = p.spec.agent.args
+        offered.append((args["trials"], args["memory"]))
+        assert p.spec.agent.name == "reflexion" and f"memory {args['memory']}" in p.change
+        assert p.spec.components == seed.spec.components  # the spec's text is untouched
+        ctx.tried.add(p.spec.hash())
+    assert offered == [(t, m) for t in (3, 2) for m in ("none", "feedback", "reflections")]
+    # A child of a 3-trial parent may change its memory, never lower its trials.
+    parent = candidate(proposer.child(seed.spec, 3, "none"), 0.0, 1, "reflexion")
+    ctx = context("replay", None, [], Archive(candidates=[seed, parent]), parent, 0)
+    assert _run(proposer.propose(ctx)).spec.agent.args == {**parent.spec.agent.args, "memory": "feedback"}
+
+
+def test_reflexion_names_the_fix_for_an_unknown_memory():
+    with pytest.raises(UserError, match="unknown or no memories"):
+        REGISTRY.create("proposer", PluginRef(name="reflexion", args={"memories": ["reflection"]}))
+    with pytest.raises(UserError, match="memory to one of"):
+        REGISTRY.create("agent", PluginRef(name="reflexion", args={"memory": "episodic"}))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from record_improve_cassette import config, reflexion_on_test
+from record_improve_cassette import MEMORIES, config, reflexion_on_test
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.improve.experiment import Experiment
@@ -46,12 +46,14 @@ async def test_interrupted_and_resumed_equals_uninterrupted(tmp_path: Path):
     assert whole.baseline_test_score == resumed.baseline_test_score
 
 
-async def test_reflexion_keeps_first_attempts_and_records_reflections(tmp_path: Path):
+@pytest.mark.parametrize("memory", MEMORIES)
+async def test_reflexion_keeps_first_attempts_and_carries_its_memory(tmp_path: Path, memory: str):
     result, store = await _run(tmp_path, "r")
-    ev = await reflexion_on_test(config("replay"), store)
+    ev = await reflexion_on_test(config("replay"), store, memory)
     seed = {t.task.id: t for t in store.iter_trajectories(result.baseline_run)}
     refl = {t.task.id: t for t in store.iter_trajectories(ev.records[0].run_id)}
     assert seed.keys() == refl.keys()
+    retried = 0
     for task_id, base in seed.items():
         t = refl[task_id]
         # Attempt 1 of Reflexion is the seed's episode: same prompt, same seed, same reply.
@@ -61,13 +63,20 @@ async def test_reflexion_keeps_first_attempts_and_records_reflections(tmp_path: 
         # On a greedy model Reflexion can only add successes, never lose one.
         assert t.outcome.success >= base.outcome.success
         trials = 1 + max(s.info.get("trial", 0) for s in t.steps)
-        reflections = [f for f in t.feedback if f.name == "reflection"]
-        assert len(reflections) == trials - 1 == len([s for s in t.steps if "reflection" in s.info])
         assert trials == (1 if base.outcome.success else 3) or t.outcome.success
-        if trials > 1:  # the last attempt's prompt carries the reflections
-            assert "earlier attempts" in t.messages[0].content
-            assert reflections[-1].value in t.messages[0].content
+        reflections = [f for f in t.feedback if f.name == "reflection"]
+        asked = [s for s in t.steps if "reflection" in s.info]
+        assert len(reflections) == len(asked) == (trials - 1 if memory == "reflections" else 0)
+        if trials > 1:  # what the last attempt's prompt carries over from the failed ones
+            retried += 1
+            system = t.messages[0].content
+            assert ("earlier attempts" in system) == (memory != "none")
+            assert ("Result:" in system) == (memory != "none")
+            if memory == "reflections":
+                assert reflections[-1].value in system
+                assert "Task:" in asked[-1].messages[0].content  # the reflection sees the task
         assert t.usage.total_tokens >= base.usage.total_tokens
+    assert retried, "the cassette has no failed first attempt, so no retry was checked"
 
 
 async def test_archived_specs_are_files_sharpen_run_loads(tmp_path: Path):

@@ -2,11 +2,19 @@
 
 An episode is up to ``trials`` attempts at the same task. Each attempt is an ordinary
 :class:`~sharpen.agents.tool_agent.ToolAgent` episode on a freshly reset environment. After a
-failed attempt the model reads that attempt (its last answer and what the environment said
-— for ``code``, the failed tests) and writes a short reflection: what went wrong and what to
-do differently. The next attempt's system prompt carries this task's reflections, each with
-the answer it reflects on: an **episodic** memory that lives for one task and is never
-written back to the AgentSpec (cross-task memory is the ``guidelines`` proposer's job).
+failed attempt the agent adds an entry to an **episodic** memory that lives for one task and
+is never written back to the AgentSpec (cross-task memory is the ``guidelines`` proposer's
+job); the next attempt's system prompt carries the last ``memory_size`` entries. What an entry
+holds is the ``memory`` arg:
+
+- ``reflections`` (Reflexion proper, the default): the model reads the task, its last answer
+  and what the environment said (for ``code``, the failed tests) and writes a short
+  reflection — what went wrong, what to change; the entry is the answer, the result and the
+  reflection;
+- ``feedback``: the answer and the result, no reflection call;
+- ``none``: nothing — the retry is a fresh sample, and the environment's verdict only decides
+  that there is one. This is the ablation that tells what the words add: on the embedded
+  135M model it beat both richer memories (``docs/improve.md``).
 
 The first attempt is exactly what the plain tool agent would do (same prompt, same seed, same
 params), so it never loses a success the plain agent has on a deterministic model. Later
@@ -21,6 +29,8 @@ attempt's conversation (what produced the final answer).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from sharpen.agents.tool_agent import Protocol, ToolAgent
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
@@ -32,14 +42,23 @@ from sharpen.envs.base import Environment
 from sharpen.models.base import ChatModel
 
 REFLECT_PROMPT = (
-    "You tried to solve a task and failed.\n\n{attempt}\n\n"
+    "Task:\n{task}\n\nYou tried to solve this task and failed.\n\n{attempt}\n\n"
     "In one or two short sentences, say why your answer failed and what to change."
 )
 MEMORY_HEADER = "Your earlier attempts at this task failed. Learn from them:"
 
+Memory = Literal["reflections", "feedback", "none"]
+MEMORIES: tuple[str, ...] = ("reflections", "feedback", "none")
+
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 15] + "\n…[cut]"
+
+
+def task_text(t: Trajectory, limit: int = 1200) -> str:
+    """The task as the attempt's first user message stated it."""
+    first = next((m.content for m in t.messages if m.role == "user" and m.content), "")
+    return _clip(first or "(not stated)", limit)
 
 
 def describe_attempt(t: Trajectory, limit: int = 1200) -> str:
@@ -62,17 +81,26 @@ class ReflexionAgent:
     Args: ``trials`` (attempts, ≥ 1), ``reflection_tokens`` (max tokens of one
     reflection), ``retry_temperature`` (sampling temperature of attempts after the first;
     ``None`` keeps the spec's — a greedy small model otherwise tends to repeat its failed
-    answer word for word), ``protocol`` (the inner tool agent's: ``auto``, ``native`` or
-    ``text``)."""
+    answer word for word), ``memory`` (``reflections``, ``feedback`` or ``none``),
+    ``memory_size`` (memory entries in a retry's prompt, the most recent), ``protocol`` (the
+    inner tool agent's: ``auto``, ``native`` or ``text``)."""
 
     def __init__(self, trials: int = 2, reflection_tokens: int = 64, retry_temperature: float | None = 0.7,
-                 protocol: Protocol = "auto") -> None:
+                 memory: Memory = "reflections", memory_size: int = 3, protocol: Protocol = "auto") -> None:
         if not isinstance(trials, int) or trials < 1:
             raise UserError(f"reflexion: trials must be a positive integer, got {trials!r}",
                             "set agent args trials: 2 (or more)")
+        if not isinstance(memory_size, int) or memory_size < 1:
+            raise UserError(f"reflexion: memory_size must be a positive integer, got {memory_size!r}",
+                            "set agent args memory_size: 1 (or more)")
+        if memory not in MEMORIES:
+            raise UserError(f"reflexion: unknown memory {memory!r}",
+                            f"set agent args memory to one of {', '.join(MEMORIES)}")
         self.trials = trials
+        self.memory = memory
         self.reflection_tokens = reflection_tokens
         self.retry_temperature = retry_temperature
+        self.memory_size = memory_size
         self.inner = ToolAgent(protocol)
 
     async def run(
@@ -82,12 +110,15 @@ class ReflexionAgent:
         memory: list[str] = []
         for trial in range(self.trials):
             attempt_spec = spec
-            if memory:
+            if trial > 0:
                 params = dict(spec.params)
                 if self.retry_temperature is not None:
                     params["temperature"] = self.retry_temperature
-                attempt_spec = spec.model_copy(update={"params": params, "components": {
-                    **spec.components, "reflections": "\n\n".join([MEMORY_HEADER, *memory])}})
+                update: dict = {"params": params}
+                if memory:
+                    update["components"] = {**spec.components, "reflections": "\n\n".join(
+                        [MEMORY_HEADER, *memory[-self.memory_size:]])}
+                attempt_spec = spec.model_copy(update=update)
             # Same id and run as the episode, so feedback the attempt records targets it.
             attempt = Trajectory(id=trajectory.id, task=trajectory.task, agent_hash=trajectory.agent_hash,
                                  seed=trajectory.seed + trial, run_id=trajectory.run_id)
@@ -96,7 +127,8 @@ class ReflexionAgent:
             outcome = await env.outcome()
             if outcome.success or trial == self.trials - 1:
                 break
-            memory.append(await self._reflect(model, spec, trajectory, attempt, trial))
+            if self.memory != "none":
+                memory.append(await self._remember(model, spec, trajectory, attempt, trial))
         trajectory.ended_at = trajectory.ended_at or attempt.ended_at
 
     @staticmethod
@@ -115,14 +147,18 @@ class ReflexionAgent:
         trajectory.invalid_actions += attempt.invalid_actions
         trajectory.ended_at = attempt.ended_at
 
-    async def _reflect(
+    async def _remember(
         self, model: ChatModel, spec: AgentSpec, trajectory: Trajectory, attempt: Trajectory,
         trial: int,
     ) -> str:
-        """Ask for a reflection on ``attempt``; record it as a step and as feedback; return
-        the memory entry (the attempt plus the reflection)."""
+        """The memory entry of a failed ``attempt``: what it answered and what the
+        environment said, then (``memory="reflections"``) a reflection, asked
+        for here and recorded as a step and as feedback."""
         described = describe_attempt(attempt)
-        ask = Message(role="user", content=REFLECT_PROMPT.format(attempt=described))
+        if self.memory == "feedback":
+            return f"Attempt {trial + 1}:\n{described}"
+        ask = Message(role="user", content=REFLECT_PROMPT.format(
+            task=task_text(attempt), attempt=described))
         params = {**spec.params, "max_tokens": self.reflection_tokens, "seed": trajectory.seed + trial}
         completion = await model.complete([ask], None, params)
         text = (completion.message.content or "").strip() or "(no reflection)"

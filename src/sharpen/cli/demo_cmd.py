@@ -1,9 +1,10 @@
 """``sharpen demo``: the main job — baseline the embedded model on held-out code tasks,
 improve it within a small budget, and say honestly whether it got better.
 
-The improvement is Reflexion (within-task retries with verbal reflections on the failed
-tests). Everything runs on the embedded SmolLM2-135M on two cores in about ten minutes; the
-sizes are flags so a bigger model or machine can afford a tighter interval.
+The improvement is Reflexion: within-task retries on the failed tests, with an episodic
+memory the engine chooses (none, the test feedback, or the model's own reflections).
+Everything runs on the embedded SmolLM2-135M on two cores in about ten minutes; the sizes
+are flags so a bigger model or machine can afford a tighter interval.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ DEMO_SPEC = AgentSpec(
 
 def demo(
     test: Annotated[int, typer.Option(help="Held-out test tasks.")] = 50,
-    train: Annotated[int, typer.Option(help="Training tasks.")] = 6,
-    val: Annotated[int, typer.Option(help="Validation tasks.")] = 6,
-    budget_rollouts: Annotated[int, typer.Option(help="Rollouts on train + val.")] = 36,
+    train: Annotated[int, typer.Option(help="Training tasks.")] = 12,
+    val: Annotated[int, typer.Option(help="Validation tasks.")] = 8,
+    budget_rollouts: Annotated[int, typer.Option(help="Rollouts on train + val.")] = 72,
+    minibatch: Annotated[int, typer.Option(help="Training tasks per gate.")] = 12,
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the improved AgentSpec.")
                    ] = Path("improved.yaml"),
     plot: Annotated[Path | None, typer.Option(help="Write the anytime curve (PNG, SVG) here.")] = None,
@@ -50,13 +52,14 @@ def demo(
     and print the held-out verdict with its paired 95% interval."""
     console = Console()
     config = ExperimentConfig(
-        env=DEMO_ENV, seed_spec=DEMO_SPEC, proposer=PluginRef(name="reflexion", args={"max_trials": 3}),
+        env=DEMO_ENV, seed_spec=DEMO_SPEC, proposer=PluginRef(name="reflexion", args={"max_trials": 4}),
         train=train, val=val, test=test,
-        engine=EngineConfig(budget=Budget(rollouts=budget_rollouts), minibatch=3),
+        engine=EngineConfig(budget=Budget(rollouts=budget_rollouts), minibatch=minibatch),
     )
     console.print("[bold]sharpen demo[/]: the embedded SmolLM2-135M writes Python functions for "
                   "generated tasks with hidden unit tests. Baseline: one submission. Improvement: "
-                  f"Reflexion, chosen on {train} train / {val} val tasks within {budget_rollouts} "
+                  f"Reflexion (retries on the failed tests; the engine picks trials and memory), "
+                  f"chosen on {train} train / {val} val tasks within {budget_rollouts} "
                   f"rollouts, then both are scored on {test} held-out test tasks with the same seeds.")
     result = run_experiment(config, store_url=store, folder=None, resume=resume, fresh=fresh,
                             concurrency=1, console=console)

@@ -1,18 +1,31 @@
-"""The ``reflexion`` proposer: give the agent within-task retries with verbal reflections.
+"""The ``reflexion`` proposer: give the agent within-task retries on the environment's feedback.
 
 It changes how the spec runs, not what it says: the child runs under the
-:class:`~sharpen.agents.reflexion.ReflexionAgent` with more trials than its parent (a plain
-tool agent counts as one trial) — the fewest not yet tried, up to ``max_trials``. The
-reflections live in an episodic memory per task and never enter the spec's components, so
-this proposer's gains stay apart from any cross-task memory. A parent with every trial count
-up to ``max_trials`` tried has nothing left to propose.
+:class:`~sharpen.agents.reflexion.ReflexionAgent` with more trials per task than its parent
+(a plain tool agent counts as one), or as many with another memory, up to ``max_trials``.
+Each trial count comes with each episodic-memory mode of ``memories`` — what a retry carries
+over from the failed attempts: the model's own ``reflections`` on them (Reflexion proper),
+the ``feedback`` alone (answer and test results), or ``none`` (a fresh sample; the failed
+check only decides that there is a retry).
+
+Order: most trials first (a retry can only add successes on a deterministic model, so the
+gate sees the largest effect the user allows), then the memories in the order given —
+cheapest first by default (``none``, ``feedback``, ``reflections``), so a richer memory is
+only adopted when it beats the simpler one at the gate. Memories live per task and never
+enter the spec's components, so this proposer's gains stay apart from any cross-task memory.
+A parent with every such child tried has nothing left to propose.
 """
 
 from __future__ import annotations
 
+from sharpen.agents.reflexion import MEMORIES
 from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.errors import UserError
 from sharpen.core.registry import PluginRef, register
 from sharpen.improve.proposal import NothingToPropose, Proposal, ProposalContext
+
+AGENT_ARGS = ("trials", "reflection_tokens", "memory", "protocol")
+"""Reflexion agent args a child keeps when its parent ran another agent."""
 
 
 def trials_of(spec: AgentSpec) -> int:
@@ -23,25 +36,37 @@ def trials_of(spec: AgentSpec) -> int:
 @register("proposer", "reflexion")
 class ReflexionProposer:
     """Args: ``max_trials`` (attempts per task at most), ``reflection_tokens`` (max tokens of
-    one reflection)."""
+    one reflection), ``memories`` (the memory modes to offer, in the order tried)."""
 
-    def __init__(self, max_trials: int = 3, reflection_tokens: int = 64) -> None:
+    def __init__(self, max_trials: int = 3, reflection_tokens: int = 64,
+                 memories: list[str] | tuple[str, ...] = ("none", "feedback", "reflections")) -> None:
+        unknown = [m for m in memories if m not in MEMORIES]
+        if unknown or not memories:
+            raise UserError(f"reflexion proposer: unknown or no memories {list(memories)!r}",
+                            f"set memories to some of {', '.join(MEMORIES)}")
         self.max_trials = max_trials
         self.reflection_tokens = reflection_tokens
+        self.memories = list(memories)
 
-    def child(self, spec: AgentSpec, trials: int) -> AgentSpec:
-        """``spec`` run by the reflexion agent with ``trials`` attempts per task."""
-        args = {**spec.agent.args, "trials": trials, "reflection_tokens": self.reflection_tokens}
+    def child(self, spec: AgentSpec, trials: int, memory: str = "reflections") -> AgentSpec:
+        """``spec`` run by the reflexion agent with ``trials`` attempts per task and episodic
+        memory ``memory``."""
+        args = {**spec.agent.args, "trials": trials, "reflection_tokens": self.reflection_tokens,
+                "memory": memory}
         if spec.agent.name != "reflexion":
-            args = {k: v for k, v in args.items() if k in ("trials", "reflection_tokens", "protocol")}
+            args = {k: v for k, v in args.items() if k in AGENT_ARGS}
         return spec.model_copy(update={"agent": PluginRef(name="reflexion", args=args), "parents": []})
 
     async def propose(self, ctx: ProposalContext) -> Proposal:
-        """The parent with the fewest extra trials not yet tried (archived or rejected from
-        any parent); :class:`NothingToPropose` when every count up to ``max_trials`` was."""
+        """The first (trials, memory) child not yet tried (archived or rejected from any
+        parent) in the order of the module doc; :class:`NothingToPropose` when every one
+        was."""
         spec = ctx.parent.spec
-        for trials in range(trials_of(spec) + 1, self.max_trials + 1):
-            child = self.child(spec, trials)
-            if child.hash() not in ctx.tried:
-                return Proposal(spec=child, change=f"reflexion with {trials} trials per task")
-        raise NothingToPropose(f"every trial count up to {self.max_trials} was tried from this parent")
+        for trials in range(self.max_trials, max(trials_of(spec), 2) - 1, -1):
+            for memory in self.memories:
+                child = self.child(spec, trials, memory)
+                if child.hash() != spec.hash() and child.hash() not in ctx.tried:
+                    return Proposal(spec=child, change=f"reflexion with {trials} trials per task, "
+                                                       f"memory {memory}")
+        raise NothingToPropose(f"every trial count up to {self.max_trials} with every memory was "
+                               "tried from this parent")
