@@ -2,7 +2,7 @@
 experiment on generated code tasks with the embedded model (SmolLM2), every call recorded.
 tests/test_improve_replay.py replays it.
 
-    .venv/bin/python tests/record_improve_cassette.py     # a few minutes on two idle cores
+    .venv/bin/python tests/record_improve_cassette.py     # about 12 minutes pinned to one core
 
 Re-record after any change to the code environment's prompts, the tool agent's or the
 Reflexion agent's prompts, or the experiment below (a replay of a changed request fails with

@@ -12,6 +12,7 @@ import pytest
 from record_guidelines_cassette import CASSETTE, PROPOSER_ARGS, build_engine, code_env
 
 from sharpen.agents.guidelines import select_guidelines
+from sharpen.agents.reflexion import ReflexionAgent
 from sharpen.agents.tool_agent import ToolAgent, system_prompt
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
@@ -203,6 +204,15 @@ async def test_propose_renders_the_edited_rules_into_the_child(tmp_path):
     assert child.agent == PluginRef(name="tool", args={"guidelines_top_k": 2})
     assert proposal.change.startswith("rules: REMOVE 2; ADD: Return the result")
     AgentSpec.model_validate(json.loads(child.model_dump_json()))  # a plain, loadable spec
+
+
+async def test_a_reflexion_parent_keeps_its_agent_and_gets_the_top_k(tmp_path):
+    parent = _parent(["Read the task twice."], agent="reflexion")
+    proposer = GuidelinesProposer(top_k=2)
+    ctx = _scripted(tmp_path, proposer, parent, [_traj(0, False)], 5, "ADD: Test on the examples.")
+    child = (await proposer.propose(ctx)).spec
+    assert child.agent == PluginRef(name="reflexion", args={"guidelines_top_k": 2})
+    assert ReflexionAgent(guidelines_top_k=2).inner.guidelines_top_k == 2
 
 
 @pytest.mark.parametrize("reply", [

@@ -82,11 +82,12 @@ class ReflexionAgent:
     reflection), ``retry_temperature`` (sampling temperature of attempts after the first;
     ``None`` keeps the spec's — a greedy small model otherwise tends to repeat its failed
     answer word for word), ``memory`` (``reflections``, ``feedback`` or ``none``),
-    ``memory_size`` (memory entries in a retry's prompt, the most recent), ``protocol`` (the
-    inner tool agent's: ``auto``, ``native`` or ``text``)."""
+    ``memory_size`` (memory entries in a retry's prompt, the most recent), and the inner tool
+    agent's ``protocol`` (``auto``, ``native`` or ``text``) and ``guidelines_top_k``."""
 
     def __init__(self, trials: int = 2, reflection_tokens: int = 64, retry_temperature: float | None = 0.7,
-                 memory: Memory = "reflections", memory_size: int = 3, protocol: Protocol = "auto") -> None:
+                 memory: Memory = "reflections", memory_size: int = 3, protocol: Protocol = "auto",
+                 guidelines_top_k: int | None = None) -> None:
         if not isinstance(trials, int) or trials < 1:
             raise UserError(f"reflexion: trials must be a positive integer, got {trials!r}",
                             "set agent args trials: 2 (or more)")
@@ -101,7 +102,7 @@ class ReflexionAgent:
         self.reflection_tokens = reflection_tokens
         self.retry_temperature = retry_temperature
         self.memory_size = memory_size
-        self.inner = ToolAgent(protocol)
+        self.inner = ToolAgent(protocol, guidelines_top_k)
 
     async def run(
         self, env: Environment, model: ChatModel, spec: AgentSpec, trajectory: Trajectory

@@ -12,7 +12,7 @@ applies is an :class:`~sharpen.improve.proposal.InvalidProposal`.
 
 The child is the parent with its ``guidelines`` component rewritten (one rule per line,
 ``- text``), so the spec file is self-contained and ``sharpen run --agent`` uses the rules. A
-``tool`` agent also gets ``guidelines_top_k``, so at run time only the rules most relevant to
+``tool`` or ``reflexion`` agent also gets ``guidelines_top_k``, so at run time only the rules most relevant to
 each task enter its prompt (:func:`sharpen.agents.guidelines.select_guidelines`).
 
 The gate teaches the memory: :meth:`GuidelinesProposer.observe` counts the rules a child
@@ -169,8 +169,9 @@ class GuidelinesProposer:
         else:
             components.pop(self.component, None)
         agent = spec.agent
-        if self.top_k is not None and agent.name == "tool" and "guidelines_top_k" not in agent.args:
-            agent = PluginRef(name="tool", args={**agent.args, "guidelines_top_k": self.top_k})
+        takes_top_k = agent.name in ("tool", "reflexion")
+        if self.top_k is not None and takes_top_k and "guidelines_top_k" not in agent.args:
+            agent = PluginRef(name=agent.name, args={**agent.args, "guidelines_top_k": self.top_k})
         dropped = len(parent_rules) - len(current)
         change = "rules: " + "; ".join(applied.done)
         if dropped:

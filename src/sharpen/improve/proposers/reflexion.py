@@ -24,7 +24,7 @@ from sharpen.core.errors import UserError
 from sharpen.core.registry import PluginRef, register
 from sharpen.improve.proposal import NothingToPropose, Proposal, ProposalContext
 
-AGENT_ARGS = ("trials", "reflection_tokens", "memory", "protocol")
+AGENT_ARGS = ("trials", "reflection_tokens", "memory", "protocol", "guidelines_top_k")
 """Reflexion agent args a child keeps when its parent ran another agent."""
 
 
