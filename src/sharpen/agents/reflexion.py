@@ -29,7 +29,7 @@ attempt's conversation (what produced the final answer).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from sharpen.agents.tool_agent import Protocol, ToolAgent
 from sharpen.core.agent_spec import AgentSpec
@@ -48,7 +48,7 @@ REFLECT_PROMPT = (
 MEMORY_HEADER = "Your earlier attempts at this task failed. Learn from them:"
 
 Memory = Literal["reflections", "feedback", "none"]
-MEMORIES: tuple[str, ...] = ("reflections", "feedback", "none")
+MEMORIES: tuple[str, ...] = get_args(Memory)
 
 
 def _clip(text: str, limit: int) -> str:
