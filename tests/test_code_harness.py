@@ -1,7 +1,8 @@
 """The hidden-test harness: correctness on all of HumanEval, and hostile candidates.
 
 Every hostile program goes through the real ``run_tests`` in a real sandbox, under bubblewrap
-and under the fallback (pool uid + rlimits), and must come back failed, within the time limit
+(a fresh sandbox per run), under the fallback (pool uid + rlimits) and as a child of the fork
+server (``run_tests``'s default under root), and must come back failed, within the time limit
 plus slack, with the test process unharmed and nothing leaked or left behind.
 """
 
@@ -16,16 +17,18 @@ import socket
 import textwrap
 import time
 import uuid
+from collections.abc import Callable
 from importlib.resources import files
 
 import pytest
 from conftest import procs_with
 
 from sharpen.envs.code.problem import CodeProblem
-from sharpen.envs.code.verifier import TestReport, _parse_report, run_tests
+from sharpen.envs.code.verifier import TestReport, _parse_report, harness_sandbox, run_tests
+from sharpen.sandbox.forkserver import FORKSERVER_LABEL
 from sharpen.sandbox.local import LocalSandbox, bwrap_usable
 
-MODES = ["bwrap", "fallback"]
+MODES = ["bwrap", "fallback", "forkserver"]
 SLACK = 6.0
 HIDDEN = f"sharpen-hidden-{uuid.uuid4().hex}"
 
@@ -50,12 +53,23 @@ ADD = CodeProblem(
 )
 
 
-def factory(mode: str) -> functools.partial[LocalSandbox]:
+def factory(mode: str) -> Callable[[], LocalSandbox]:
+    if mode in ("bwrap", "forkserver") and not bwrap_usable():
+        pytest.skip("bubblewrap is not installed or cannot create namespaces here")
+    if mode == "forkserver":
+        if os.geteuid() != 0:
+            pytest.skip("a fork server needs privileged bubblewrap (root)")
+        return forked_sandbox
     if mode == "bwrap":
-        if not bwrap_usable():
-            pytest.skip("bubblewrap is not installed or cannot create namespaces here")
         return functools.partial(LocalSandbox, use_bwrap=True)
     return functools.partial(LocalSandbox, use_bwrap=False)
+
+
+def forked_sandbox() -> LocalSandbox:
+    """The default sandbox of ``run_tests``, which must be the fork server's here."""
+    sandbox = harness_sandbox()
+    assert sandbox.isolation == FORKSERVER_LABEL
+    return sandbox
 
 
 def needs_uid(mode: str) -> None:
@@ -245,7 +259,7 @@ async def test_writing_outside_the_workdir(mode: str) -> None:
     tag = uuid.uuid4().hex
     targets = [f"/work/main/PWNED-{tag}", f"/tmp/../root/PWNED-{tag}", f"/etc/PWNED-{tag}",
                f"{os.getcwd()}/PWNED-{tag}"]
-    if mode == "bwrap":  # the fallback cannot hide the world-writable /tmp
+    if mode != "fallback":  # the fallback cannot hide the world-writable /tmp
         targets.append(f"/tmp/PWNED-{tag}")
     program = textwrap.dedent(f"""\
         def add(a, b):

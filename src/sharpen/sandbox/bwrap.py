@@ -82,11 +82,9 @@ def _setpriv() -> str | None:
     return found if found and found.startswith("/usr/") else None
 
 
-def wrap(mode: str, argv: list[str], workdir: str, uid: int | None, python: str, prefix: str,
-         hide: Sequence[str]) -> list[str]:
-    """The argv that runs ``argv`` confined by bubblewrap (unchanged for other modes)."""
-    if mode not in ("bwrap-root", "bwrap-user"):
-        return argv
+def _with_workdir(mode: str, workdir: str, python: str, prefix: str,
+                  hide: Sequence[str]) -> list[str]:
+    """The new root plus ``workdir`` bound read-write at its own path and entered; no caps."""
     args = list(_root(mode, python, prefix))
     for parent in _ancestors(workdir):
         if parent != "/tmp":
@@ -94,7 +92,24 @@ def wrap(mode: str, argv: list[str], workdir: str, uid: int | None, python: str,
     args += ["--bind", workdir, workdir]
     for path in hide:
         args += ["--tmpfs", path]
-    args += ["--chdir", workdir, "--cap-drop", "ALL"]
+    return [*args, "--chdir", workdir, "--cap-drop", "ALL"]
+
+
+def wrap_forkserver(argv: list[str], root: str, python: str, prefix: str) -> list[str]:
+    """The argv that starts a fork server (:mod:`sharpen.sandbox.forkserver`) under privileged
+    bubblewrap: the same new root as :func:`wrap`, ``root`` (which holds the workdirs) bound
+    read-write, and root of the sandbox keeping ``CAP_SETUID``/``CAP_SETGID`` only, which its
+    children need to drop to their pool uids (and lose every capability doing so)."""
+    args = _with_workdir("bwrap-root", root, python, prefix, ())
+    return [*args, "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", *argv]
+
+
+def wrap(mode: str, argv: list[str], workdir: str, uid: int | None, python: str, prefix: str,
+         hide: Sequence[str]) -> list[str]:
+    """The argv that runs ``argv`` confined by bubblewrap (unchanged for other modes)."""
+    if mode not in ("bwrap-root", "bwrap-user"):
+        return argv
+    args = _with_workdir(mode, workdir, python, prefix, hide)
     if mode == "bwrap-user":
         return [*args, "--", *argv]
     # Privileged bwrap keeps just enough to enter the uid-owned workdir and to drop to the uid;

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import logging
 import os
 import shutil
 import signal
@@ -23,8 +25,8 @@ import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Self
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Self
 
 from sharpen.sandbox.base import ExecResult
 from sharpen.sandbox.bwrap import NOBODY, find_bwrap, wrap
@@ -42,6 +44,12 @@ from sharpen.sandbox.child import (
     prlimit_argv,
     rlimits,
 )
+from sharpen.sandbox.forkserver import (
+    FORKSERVER_LABEL,
+    ForkServer,
+    ForkServerError,
+    get_forkserver,
+)
 from sharpen.sandbox.host import SAFE_PATH
 from sharpen.sandbox.isolation import LABELS, UID_MODES, bwrap_usable, choose, detect_isolation
 from sharpen.sandbox.uids import UID_POOL, UidLease, kill_uid, pids_of_uid
@@ -51,6 +59,15 @@ __all__ = [  # the names this module has always offered, wherever they now live
     "MS_PRIVATE", "MS_REC", "NOBODY", "SAFE_PATH", "UID_POOL", "ExecResult", "LocalSandbox",
     "bwrap_usable", "detect_isolation", "find_bwrap", "kill_uid",
 ]
+log = logging.getLogger(__name__)
+
+
+def _keep(kept: bytearray, chunk: bytes, limit: int) -> bool:
+    """Append what fits of ``chunk`` under ``limit``; True if some of it did not fit."""
+    room = limit - len(kept)
+    if room > 0:
+        kept += chunk[:room]
+    return len(chunk) > room
 
 
 async def _drain(stream: asyncio.StreamReader | None, limit: int) -> tuple[bytes, bool]:
@@ -60,12 +77,56 @@ async def _drain(stream: asyncio.StreamReader | None, limit: int) -> tuple[bytes
     kept = bytearray()
     truncated = False
     while chunk := await stream.read(65536):
-        room = limit - len(kept)
-        if room > 0:
-            kept += chunk[:room]
-        if len(chunk) > room:
-            truncated = True
+        truncated = _keep(kept, chunk, limit) or truncated
     return bytes(kept), truncated
+
+
+async def _ready(fd: int, writing: bool) -> None:
+    """Wait until the non-blocking ``fd`` is readable (or writable)."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    add, remove = ((loop.add_writer, loop.remove_writer) if writing
+                   else (loop.add_reader, loop.remove_reader))
+    add(fd, lambda: fut.done() or fut.set_result(None))
+    try:
+        await fut
+    finally:
+        remove(fd)
+
+
+async def _drain_fd(fd: int, limit: int) -> tuple[bytes, bool]:
+    """:func:`_drain` for a raw pipe descriptor (closed at the end)."""
+    os.set_blocking(fd, False)
+    kept = bytearray()
+    truncated = False
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                await _ready(fd, writing=False)
+                continue
+            if not chunk:
+                return bytes(kept), truncated
+            truncated = _keep(kept, chunk, limit) or truncated
+    finally:
+        os.close(fd)
+
+
+async def _feed_fd(fd: int, data: bytes) -> None:
+    """:func:`_feed` for a raw pipe descriptor (closed at the end)."""
+    os.set_blocking(fd, False)
+    view = memoryview(data)
+    try:
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                await _ready(fd, writing=True)
+    except OSError:  # the command exited without reading it all
+        pass
+    finally:
+        os.close(fd)
 
 
 async def _feed(pipe: asyncio.StreamWriter | None, data: bytes | None) -> None:
@@ -95,6 +156,26 @@ class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
             self.exited.set_result(None)
 
 
+@dataclasses.dataclass
+class _Running:
+    """A started command, however it was started: what :meth:`LocalSandbox.exec` waits on."""
+
+    readers: list[asyncio.Future[tuple[bytes, bool]]]
+    """Drains of stdout and stderr: (kept bytes, truncated)."""
+    feeder: asyncio.Future[None]
+    """Writes stdin."""
+    exited: asyncio.Future[Any]
+    """Done when the command's own process has exited."""
+    returncode: Callable[[], int | None]
+    kill_group: Callable[[], None]
+    """SIGKILL the command's process group (the uid kill follows separately)."""
+    finish: Callable[[], Awaitable[None]]
+    """Release what the start took (after the kills)."""
+    swept: bool = False
+    """Exit status 0 means every other process of the uid was killed as the command ended
+    (a forked preload: see :mod:`sharpen.sandbox.forkserver_main`)."""
+
+
 class LocalSandbox:
     """A temporary workdir plus confined command execution (see the module docstring and
     :mod:`sharpen.sandbox.isolation` for the modes).
@@ -104,6 +185,13 @@ class LocalSandbox:
     it. Limits apply per process; ``cpu_seconds=None`` means ``int(timeout) + 1``.
     ``hide_paths`` are covered with an empty tmpfs under bubblewrap and in the ``uid+ns``
     fallback (under bubblewrap they are absent anyway unless they lie under ``/usr``/``/etc``).
+
+    ``fork_server=True`` runs Python scripts (``[sb.python, "-I", "-B", SCRIPT, ...]``) as
+    children of this process's :class:`~sharpen.sandbox.forkserver.ForkServer`, which has the
+    trusted zip applications in ``preload`` (file name -> bytes) imported already: no new
+    sandbox, interpreter or imports per command. Only under privileged bubblewrap and without
+    ``hide_paths``; elsewhere (or if the server cannot start) it is ignored, and ``isolation``
+    says which you got. The workdir then lies in the server's root, not in ``root_dir``.
     """
 
     def __init__(
@@ -120,10 +208,19 @@ class LocalSandbox:
         processes: int = 64,
         output_limit: int = 64 * 1024,
         hide_paths: Sequence[str] = (),
+        fork_server: bool = False,
+        preload: Mapping[str, bytes] | None = None,
     ) -> None:
         self._mode, self.python, self._prefix = choose(use_bwrap, drop_uid)
         self.isolation: str = LABELS[self._mode]
         """The isolation level actually in force."""
+        self._preload = dict(preload or {})
+        self._server = (get_forkserver(self.python, self._prefix, self._preload)
+                        if fork_server and self._mode == "bwrap-root" and not hide_paths
+                        else None)
+        if self._server is not None:
+            self.isolation = FORKSERVER_LABEL
+            root_dir = self._server.root
         # self.python: an interpreter that runs inside this sandbox (absolute path).
         self.extra_env = dict(extra_env or {})
         self.cpu_seconds = cpu_seconds
@@ -133,7 +230,10 @@ class LocalSandbox:
         self.processes = processes
         self.output_limit = output_limit
         self.hide_paths = [p for p in hide_paths if os.path.isabs(p)]
-        self._lease = UidLease() if self._mode in UID_MODES else None
+        if self._server is not None:
+            self._lease: UidLease | None = self._server.lease_uid()
+        else:
+            self._lease = UidLease() if self._mode in UID_MODES else None
         self.uid: int | None = self._lease.uid if self._lease else None
         """The pool uid the commands run as (``None`` when no uid is dropped)."""
         self.workdir = os.path.realpath(tempfile.mkdtemp(prefix="sharpen-sbx-", dir=root_dir))
@@ -143,8 +243,9 @@ class LocalSandbox:
                                if self._mode == "uid-ns" else [])
         self._closed = False
         self._uid_state = _UidState()
-        self._finalizer = weakref.finalize(self, _cleanup, self.workdir, self._lease,
-                                           self._uid_state)
+        self._finalizer = weakref.finalize(
+            self, _cleanup, self.workdir, self._lease, self._uid_state,
+            self._server.give_back_uid if self._server is not None else None)
 
     async def __aenter__(self) -> Self:
         return self
@@ -202,7 +303,12 @@ class LocalSandbox:
     async def exec(
         self, argv: list[str], *, stdin: bytes | None = None, timeout: float = 10.0
     ) -> ExecResult:
-        """Run ``argv`` in the workdir under the sandbox's isolation."""
+        """Run ``argv`` in the workdir under the sandbox's isolation.
+
+        With a fork server, ``[self.python, "-I", "-B", SCRIPT, *args]`` for a script in the
+        workdir runs in a child forked from it; every other command (and every command, should
+        the server be gone before it starts) in a fresh sandbox.
+        """
         if self._closed:
             raise RuntimeError("sandbox is closed")
         nproc = self.processes
@@ -210,17 +316,60 @@ class LocalSandbox:
             nproc += len(pids_of_uid(os.getuid()))
         cpu = self.cpu_seconds if self.cpu_seconds is not None else int(timeout) + 1
         limits = rlimits(cpu, self.memory_bytes, self.file_size_bytes, self.open_files, nproc)
+        start = time.monotonic()
+        if self.uid is not None:  # (should the spawn fail, it stays counted: close kills)
+            self._uid_state.running += 1
+            self._uid_state.clean = False
+        run = None
+        if self._server is not None and (keep := self._forkable(argv)) is not None:
+            try:
+                run = self._start_forked(self._server, argv[3:], stdin, limits, keep)
+            except ForkServerError as exc:
+                log.warning("%s; running the command in a fresh sandbox", exc)
+        if run is None:
+            run = await self._start_fresh(argv, stdin, limits)
+        timed_out = False
+        try:
+            # Wait for the process itself, not for its pipes: a child that inherited them
+            # must not keep us waiting.
+            await asyncio.wait_for(asyncio.shield(run.exited), timeout)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            # The group first (the leader is unreaped or just reaped, so the pgid is ours),
+            # then every process of the pool uid, which catches daemons that left the group.
+            run.kill_group()
+            if self.uid is not None:
+                # A preloaded (trusted) script that exited 0 in a forked child was followed
+                # by the child's own kill(-1) as the uid: nothing of the uid is left to find.
+                swept = run.swept and not timed_out and run.returncode() == 0
+                none_left = swept or await asyncio.to_thread(kill_uid, self.uid)
+                self._uid_state.running -= 1
+                self._uid_state.clean = none_left and self._uid_state.running == 0
+            done, pending = await asyncio.wait(run.readers, timeout=1.0)
+            for task in (*pending, run.feeder):
+                task.cancel()
+            await run.finish()
+        outs = [t.result() if t in done else (b"", True) for t in run.readers]
+        return ExecResult(
+            returncode=None if timed_out else run.returncode(),
+            stdout=outs[0][0].decode("utf-8", errors="replace"),
+            stderr=outs[1][0].decode("utf-8", errors="replace"),
+            timed_out=timed_out,
+            truncated=outs[0][1] or outs[1][1],
+            seconds=time.monotonic() - start,
+        )
+
+    async def _start_fresh(self, argv: list[str], stdin: bytes | None,
+                           limits: list[tuple[int, int]]) -> _Running:
+        """Start ``argv`` as a new process tree confined by this sandbox's mode."""
         real = wrap(self._mode, list(argv), self.workdir, self.uid, self.python, self._prefix,
-                     self.hide_paths)
+                    self.hide_paths)
         prefix = prlimit_argv(self._mode, limits)
         if prefix is not None:
             real, child_setup = prefix + real, None
         else:
             child_setup = preexec(self._mode, self.uid, limits, self._uid_ns_hidden)
-        start = time.monotonic()
-        if self.uid is not None:  # (should the spawn fail, it stays counted: close kills)
-            self._uid_state.running += 1
-            self._uid_state.clean = False
         loop = asyncio.get_running_loop()
         transport, protocol = await loop.subprocess_exec(
             lambda: _Protocol(loop),
@@ -231,40 +380,70 @@ class LocalSandbox:
             preexec_fn=child_setup,
         )
         proc = asyncio.subprocess.Process(transport, protocol, loop)
-        readers = [asyncio.ensure_future(_drain(s, self.output_limit))
-                   for s in (proc.stdout, proc.stderr)]
-        feeder = asyncio.ensure_future(_feed(proc.stdin, stdin))
-        timed_out = False
-        try:
-            # Wait for the process itself, not for its pipes: a child that inherited them
-            # must not keep us waiting.
-            await asyncio.wait_for(asyncio.shield(protocol.exited), timeout)
-        except TimeoutError:
-            timed_out = True
-        finally:
-            # The group first (the leader is unreaped or just reaped, so the pgid is ours),
-            # then every process of the pool uid, which catches daemons that left the group.
+
+        def kill_group() -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            if self.uid is not None:
-                none_left = await asyncio.to_thread(kill_uid, self.uid)
-                self._uid_state.running -= 1
-                self._uid_state.clean = none_left and self._uid_state.running == 0
-            done, pending = await asyncio.wait(readers, timeout=1.0)
-            for task in (*pending, feeder):
-                task.cancel()
+
+        async def finish() -> None:
             if not protocol.exited.done():
                 await asyncio.wait([protocol.exited], timeout=5.0)
             transport.close()
-        outs = [t.result() if t in done else (b"", True) for t in readers]
-        return ExecResult(
-            returncode=None if timed_out else transport.get_returncode(),
-            stdout=outs[0][0].decode("utf-8", errors="replace"),
-            stderr=outs[1][0].decode("utf-8", errors="replace"),
-            timed_out=timed_out,
-            truncated=outs[0][1] or outs[1][1],
-            seconds=time.monotonic() - start,
-        )
+
+        return _Running(
+            readers=[asyncio.ensure_future(_drain(s, self.output_limit))
+                     for s in (proc.stdout, proc.stderr)],
+            feeder=asyncio.ensure_future(_feed(proc.stdin, stdin)),
+            exited=protocol.exited, returncode=transport.get_returncode,
+            kill_group=kill_group, finish=finish)
+
+    def _forkable(self, argv: list[str]) -> bool | None:
+        """For ``[python, -I, -B, SCRIPT, ...]`` with SCRIPT a file in the workdir: whether it
+        is one of the fork server's preloads byte for byte; ``None`` for any other command."""
+        if len(argv) < 4 or argv[:3] != [self.python, "-I", "-B"] or argv[3].startswith("-"):
+            return None
+        try:
+            fd = os.open(self._resolve(argv[3]), os.O_RDONLY | os.O_NOFOLLOW)
+        except (OSError, ValueError):
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read()
+        return any(data == preload for preload in self._preload.values())
+
+    def _start_forked(self, server: ForkServer, argv: list[str], stdin: bytes | None,
+                      limits: list[tuple[int, int]], keep: bool) -> _Running:
+        """Start the Python script ``argv[0]`` in a child of the fork server."""
+        assert self.uid is not None  # fork servers exist for bwrap-root only
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_r, in_w = os.pipe() if stdin is not None else (os.open(os.devnull, os.O_RDONLY), -1)
+        try:
+            status = server.start(argv, cwd=self.workdir, env=self._env(), uid=self.uid,
+                                  limits=limits, keep=keep, fds=[in_r, out_w, err_w])
+        except BaseException:
+            for fd in (out_r, err_r, in_w):
+                if fd >= 0:
+                    os.close(fd)
+            raise
+        finally:
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+        exited = asyncio.wrap_future(status)
+
+        async def finish() -> None:
+            if not exited.done():
+                await asyncio.wait([exited], timeout=5.0)
+
+        return _Running(
+            readers=[asyncio.ensure_future(_drain_fd(fd, self.output_limit))
+                     for fd in (out_r, err_r)],
+            feeder=asyncio.ensure_future(_feed_fd(in_w, stdin) if stdin is not None
+                                         else asyncio.sleep(0)),
+            exited=exited,
+            returncode=lambda: exited.result() if exited.done() and not exited.cancelled()
+            and exited.exception() is None else None,
+            kill_group=lambda: None,  # a forked command is killed by its uid alone
+            finish=finish, swept=keep)
 
     async def close(self) -> None:
         """Kill leftovers, delete the workdir and give the uid back."""
@@ -285,7 +464,10 @@ class _UidState:
         starts clean: it kills stale processes before it is handed out)."""
 
 
-def _cleanup(workdir: str, lease: UidLease | None, state: _UidState) -> None:
+def _cleanup(workdir: str, lease: UidLease | None, state: _UidState,
+             give_back: Callable[[UidLease, bool], None] | None) -> None:
+    """Kill what is left, remove the workdir, and release the uid (or give it back to the fork
+    server that lent it)."""
     killed = lease is not None and (state.clean or kill_uid(lease.uid))
 
     def _retry(func: object, path: str, exc: object) -> None:  # a program may chmod 000
@@ -298,5 +480,7 @@ def _cleanup(workdir: str, lease: UidLease | None, state: _UidState) -> None:
                 os.unlink(path)
 
     shutil.rmtree(workdir, onerror=_retry)
-    if lease is not None:
+    if lease is not None and give_back is not None:
+        give_back(lease, killed)
+    elif lease is not None:
         lease.release(killed=killed)  # removing files starts no process

@@ -118,12 +118,23 @@ def _parse_report(stdout: str) -> TestReport | None:
     return report
 
 
+HARNESS = "harness.pyz"
+"""The harness's file name in the sandbox."""
+
+
+def harness_sandbox() -> LocalSandbox:
+    """The default sandbox of a test run: a child of the fork server that has the harness
+    imported already, where privileged bubblewrap allows one, else a fresh sandbox
+    (:class:`~sharpen.sandbox.local.LocalSandbox`, ``fork_server``)."""
+    return LocalSandbox(fork_server=True, preload={HARNESS: harness_bundle()})
+
+
 async def run_tests(
     program: str,
     problem: CodeProblem,
     *,
     timeout: float = 10.0,
-    sandbox_factory: Callable[[], Sandbox] = LocalSandbox,
+    sandbox_factory: Callable[[], Sandbox] = harness_sandbox,
 ) -> TestReport:
     """Run ``program`` against ``problem``'s hidden tests; ``timeout`` bounds the whole run."""
     payload = json.dumps({
@@ -136,10 +147,10 @@ async def run_tests(
     sandbox = sandbox_factory()
     try:
         await sandbox.write_file("solution.py", program)
-        await sandbox.write_file("harness.pyz", harness_bundle())
+        await sandbox.write_file(HARNESS, harness_bundle())
         python = getattr(sandbox, "python", None) or sys.executable
         result = await sandbox.exec(
-            [python, "-I", "-B", "harness.pyz"], stdin=payload, timeout=timeout + STARTUP_SLACK
+            [python, "-I", "-B", HARNESS], stdin=payload, timeout=timeout + STARTUP_SLACK
         )
     finally:
         await sandbox.close()

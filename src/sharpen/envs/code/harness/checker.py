@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
+import ctypes
 import json
 import os
 import sys
@@ -36,6 +38,7 @@ from .worker import exec_main
 MAX_RESTARTS = 25
 REPORT_BUDGET = 60_000
 OUTPUT_FILE = "candidate_output.txt"
+_LIBC = ctypes.CDLL(None, use_errno=True)  # at import: a fork server's children inherit it
 
 
 class CandidateProtocolError(Exception):
@@ -129,6 +132,9 @@ class Harness:
 
     def run(self):
         cfg = self.cfg
+        if self.worker is not None:  # it imports the program while the tests are planned
+            with contextlib.suppress(CallTimeout, WorkerDied):  # the first call starts another
+                self.worker.configure(self.wcfg, self.deadline)
         test_src = cfg["test"]
         ns = {"__name__": "__checker__", "__builtins__": builtins}
         exec(compile(cfg.get("context", ""), "<context>", "exec"), ns)
@@ -211,10 +217,7 @@ def _result(index, src, passed, message):
 
 def _protect():
     """Make this process non-dumpable: no /proc/PID/mem, fd, environ or ptrace for peers."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
+    if _LIBC.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
@@ -267,7 +270,7 @@ def main():
     finally:
         last = harness.worker if harness is not None else worker
         if last is not None:
-            last.kill()
+            last.kill(reap=False)
     data = (_fit(report) + "\n").encode("ascii")
     while data:
         data = data[os.write(report_fd, data):]

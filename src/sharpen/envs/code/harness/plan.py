@@ -31,14 +31,10 @@ def plan(check_def, test_src, param, entry_point):
             body[0].value.value, str):
         body = body[1:]
     for stmt in body:
-        names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
-        defined = {n.name for n in ast.walk(stmt)
-                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        names, stored, defined, has_assert = _scan(stmt)
         uses = bool(names & tainted)
         if uses:
-            tainted |= {n.id for n in ast.walk(stmt)
-                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | defined
-        has_assert = any(isinstance(n, ast.Assert) for n in ast.walk(stmt))
+            tainted |= stored | defined
         try:
             code = compile(ast.Module(body=[stmt], type_ignores=[]), "<test>", "exec")
         except SyntaxError:
@@ -49,6 +45,24 @@ def plan(check_def, test_src, param, entry_point):
     if not any(kind == "test" for kind, *_ in steps):
         return None
     return steps
+
+
+def _scan(stmt):
+    """One walk over ``stmt``: the names it reads or writes, the names it stores, the
+    functions and classes it defines, and whether it contains an ``assert``."""
+    names, stored, defined = set(), set(), set()
+    has_assert = False
+    for n in ast.walk(stmt):
+        t = type(n)
+        if t is ast.Name:
+            names.add(n.id)
+            if type(n.ctx) is ast.Store:
+                stored.add(n.id)
+        elif t is ast.Assert:
+            has_assert = True
+        elif t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.ClassDef:
+            defined.add(n.name)
+    return names, stored, defined, has_assert
 
 
 def segment(lines, node):

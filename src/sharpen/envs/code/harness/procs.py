@@ -145,12 +145,16 @@ class Worker:
                 "the program's process exited (status %s)" % self.returncode
             ) from None
 
+    def configure(self, cfg, deadline):
+        """Send the config line (once): the worker starts importing the program."""
+        if not self.configured:
+            self.configured = True
+            self._write((json.dumps(cfg) + "\n").encode("ascii"), deadline)
+
     def handshake(self, cfg, deadline):
-        """Send the config line and wait until the program is imported."""
+        """Send the config line unless sent already, and wait until the program is imported."""
         try:
-            if not self.configured:
-                self.configured = True
-                self._write((json.dumps(cfg) + "\n").encode("ascii"), deadline)
+            self.configure(cfg, deadline)
             msg = self._read_line(deadline)
         except WorkerDied:
             raise ImportFailed(
@@ -174,12 +178,13 @@ class Worker:
             self.kill()
             raise WorkerDied("the program sent a garbled response") from None
 
-    def kill(self):
-        """SIGKILL the worker's session (and the worker, should it not have one yet); reap it."""
+    def kill(self, reap=True):
+        """SIGKILL the worker's session (and the worker, should it not have one yet); reap it
+        unless ``reap`` is false (the checker is about to exit: init reaps it then)."""
         for send in (os.killpg, os.kill):
             with contextlib.suppress(OSError):
                 send(self.pid, signal.SIGKILL)
-        pause, end = 0.0001, time.monotonic() + 5.0
+        pause, end = 0.0001, time.monotonic() + (5.0 if reap else 0.0)
         while self.poll() is None and time.monotonic() < end:  # reap it, but never hang
             time.sleep(pause)
             pause = min(pause * 2, 0.05)

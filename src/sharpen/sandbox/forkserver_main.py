@@ -1,0 +1,211 @@
+"""The fork server's own program: it runs *inside* a bubblewrap sandbox (stdlib only).
+
+The host (:mod:`sharpen.sandbox.forkserver`) writes this file into the server's root and starts
+``python -I -B forkserver_main.py CONTROL_FD [PRELOAD.pyz ...]`` under privileged bubblewrap,
+as root of that sandbox holding only ``CAP_SETUID`` and ``CAP_SETGID``. It imports the modules
+of each trusted preload zip, says ``ready`` and then serves the control socket (a
+``SOCK_SEQPACKET``, one JSON message per packet):
+
+host → server
+    ``{"id", "argv", "cwd", "env", "uid", "limits", "keep"}`` with three descriptors
+    (``SCM_RIGHTS``): the command's stdin, stdout and stderr.
+server → host
+    ``{"id", "status"}`` when that command's process has exited (negative: killed by a signal),
+    or ``{"id", "error"}`` when it could not be forked.
+
+The server itself never runs a command: each one runs in a child forked for it, which before
+the command's first instruction gets its own session, its three descriptors and no other,
+default signal handlers, the rlimits, the command's uid (``setuid`` to a non-zero uid clears
+every capability, and bubblewrap set ``no_new_privs``), its working directory and environment.
+The child then runs ``argv[0]`` as ``python -I -B argv[0] argv[1:]`` would, with the
+preloaded modules already imported when ``keep`` says the script is the preload itself, kills
+every other process of its uid (as the end of a fresh sandbox's pid namespace would) and exits
+with the script's status. A script that leaves by ``os._exit`` or a signal skips that kill, so
+the host sweeps the uid itself unless the script was a (trusted) preload that exited 0.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import ctypes
+import gc
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+import traceback
+import types
+import zipfile
+import zipimport
+
+PR_SET_DUMPABLE = 4
+MAX_MESSAGE = 1 << 20
+
+
+def preload(paths):
+    """Import every module of each zip in ``paths``; the names of the modules that were new."""
+    before = set(sys.modules)
+    for path in paths:
+        with zipfile.ZipFile(path) as zf:
+            names = sorted({n[:-3].replace("/", ".").removesuffix(".__init__")
+                            for n in zf.namelist() if n.endswith(".py")} - {"__main__"})
+        sys.path.insert(0, path)
+        try:
+            for name in names:
+                __import__(name)
+        finally:
+            sys.path.remove(path)
+    return set(sys.modules) - before
+
+
+def run_child(req, fds, preloaded):
+    """The forked child: confine, then run the command; never returns."""
+    code = 127
+    try:
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(3, max(os.sysconf("SC_OPEN_MAX"), 256))
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for which, value in req["limits"]:
+            resource.setrlimit(which, (value, value))
+        uid = req["uid"]
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        # setuid made the process non-dumpable; an exec'ed command would be dumpable again.
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        if not req["keep"]:
+            for name in preloaded:
+                sys.modules.pop(name, None)
+        sys.argv = list(req["argv"])
+        gc.enable()
+        code = 0
+        try:
+            run_script(sys.argv[0])
+        except SystemExit as exc:
+            code = _exit_code(exc.code)
+        except BaseException:  # noqa: BLE001 - reported as python would, status 1
+            traceback.print_exc()
+            code = 1
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(BaseException):  # a closed stream: nothing to flush
+                stream.flush()
+        # As when a sandbox's pid namespace ends with its first process: whatever the command
+        # started dies with it (kill(-1) as the uid reaches exactly the uid's processes, and
+        # a process forking meanwhile cannot leave a child behind).
+        with contextlib.suppress(OSError):  # ESRCH: none left
+            os.kill(-1, signal.SIGKILL)
+    finally:
+        os._exit(code)
+
+
+def run_script(path):
+    """Run ``path`` as ``__main__``, as ``python -I -B path`` would: a zip application's
+    ``__main__`` with the zip first on ``sys.path``, else the file with its directory first.
+    (``runpy.run_path`` does the same with a costlier search for the importer.)"""
+    full = os.path.abspath(path)
+    if zipfile.is_zipfile(full):
+        sys.path.insert(0, full)
+        code = zipimport.zipimporter(full).get_code("__main__")
+        filename = os.path.join(full, "__main__.py")
+    else:
+        sys.path.insert(0, os.path.dirname(full))
+        with open(full, "rb") as fh:
+            code = compile(fh.read(), path, "exec", dont_inherit=True)
+        filename = path
+    module = types.ModuleType("__main__")
+    module.__file__ = filename
+    module.__builtins__ = builtins
+    sys.modules["__main__"] = module
+    exec(code, module.__dict__)
+
+
+def _exit_code(value):
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value & 0xFF
+    with contextlib.suppress(BaseException):
+        print(value, file=sys.stderr)
+    return 1
+
+
+def send(ctl, msg):
+    with contextlib.suppress(OSError):  # the host is gone; the loop ends at the next read
+        ctl.send(json.dumps(msg).encode())
+
+
+def serve(ctl, preloaded):
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    running = {}
+    while True:
+        ready = select.select([ctl, wake_r], [], [])[0]
+        if wake_r in ready:
+            while True:
+                try:
+                    if not os.read(wake_r, 512):
+                        break
+                except BlockingIOError:
+                    break
+        while running:
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in running:
+                send(ctl, {"id": running.pop(pid), "status": os.waitstatus_to_exitcode(raw)})
+        if ctl not in ready:
+            continue
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(ctl, MAX_MESSAGE, 3)
+        except OSError:
+            return
+        if not data:
+            return  # the host closed the socket: shut down
+        try:
+            req = json.loads(data)
+            if len(fds) != 3:
+                raise ValueError("expected 3 descriptors, got %d" % len(fds))
+            pid = os.fork()
+        except (OSError, ValueError) as exc:
+            for fd in fds:
+                os.close(fd)
+            send(ctl, {"id": req.get("id") if isinstance(req, dict) else None,
+                       "error": "%s: %s" % (type(exc).__name__, exc)})
+            continue
+        if pid == 0:
+            ctl.close()
+            run_child(req, fds, preloaded)
+        for fd in fds:
+            os.close(fd)
+        running[pid] = req["id"]
+
+
+def main():
+    ctl = socket.socket(fileno=int(sys.argv[1]))
+    preloaded = preload(sys.argv[2:])
+    # Children share the preloaded objects copy-on-write; keep the collector off them.
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    send(ctl, {"ready": True})
+    serve(ctl, preloaded)
+
+
+if __name__ == "__main__":
+    main()

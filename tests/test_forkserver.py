@@ -1,0 +1,173 @@
+"""The sandbox fork server against real processes: a forked Python script behaves as a fresh
+``python -I -B script`` in a fresh sandbox would, concurrent commands stay apart, and a dead
+server costs no command. (The hostile-code suite runs under it too: ``test_code_harness``.)"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import time
+import uuid
+import zipfile
+
+import pytest
+from conftest import procs_with
+
+from sharpen.envs.code.bundle import harness_bundle
+from sharpen.envs.code.verifier import HARNESS, harness_sandbox
+from sharpen.sandbox.forkserver import FORKSERVER_LABEL, get_forkserver, shutdown_forkservers
+from sharpen.sandbox.isolation import choose
+from sharpen.sandbox.local import LocalSandbox, bwrap_usable
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not bwrap_usable(),
+    reason="a fork server needs privileged bubblewrap (root, bubblewrap installed)")
+
+
+def forked(**kwargs: object) -> LocalSandbox:
+    sandbox = LocalSandbox(fork_server=True, **kwargs)  # type: ignore[arg-type]
+    assert sandbox.isolation == FORKSERVER_LABEL
+    return sandbox
+
+
+async def run_script(sb: LocalSandbox, source: str, *args: str, stdin: bytes | None = None,
+                     timeout: float = 20.0):
+    await sb.write_file("main.py", source)
+    return await sb.exec([sb.python, "-I", "-B", "main.py", *args], stdin=stdin,
+                         timeout=timeout)
+
+
+async def test_a_forked_script_runs_as_python_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = f"sk-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    async with forked() as sb:
+        await sb.write_file("data.txt", "from the host")
+        r = await run_script(sb, (
+            "import os, sys\n"
+            "print(sys.argv, os.getcwd() == os.environ['HOME'], os.getuid(), os.getgid())\n"
+            "print(open('data.txt').read(), sys.stdin.read(), __name__)\n"
+            "print(sorted(os.environ), file=sys.stderr)\n"
+            "sys.exit(3)\n"), "a", "b", stdin=b"piped")
+        assert r.returncode == 3 and not r.timed_out
+        assert r.stdout.splitlines() == [
+            f"['main.py', 'a', 'b'] True {sb.uid} {sb.uid}", "from the host piped __main__"]
+        assert secret not in r.stderr and "OPENAI_API_KEY" not in r.stderr
+        assert "'PATH'" in r.stderr
+        # How the script ends decides the status, as for a fresh interpreter.
+        assert (await run_script(sb, "raise ValueError('boom')\n")).returncode == 1
+        crashed = await run_script(sb, "raise ValueError('boom')\n")
+        assert "ValueError: boom" in crashed.stderr and "Traceback" in crashed.stderr
+        assert (await run_script(sb, "import os\nos._exit(5)\n")).returncode == 5
+        assert (await run_script(sb, "import os\nos.kill(os.getpid(), 9)\n")).returncode == -9
+        assert (await run_script(sb, "pass\n")).returncode == 0
+        # Anything but a script is run in a fresh sandbox, still confined.
+        fresh = await sb.exec([sb.python, "-I", "-c", "import os; print(os.getuid())"])
+        assert fresh.returncode == 0 and fresh.stdout.strip() == str(sb.uid)
+
+
+async def test_rlimits_and_timeout_hold_in_a_forked_child() -> None:
+    async with forked(memory_bytes=256 << 20, open_files=32) as sb:
+        r = await run_script(sb, (
+            "import resource\n"
+            "print(resource.getrlimit(resource.RLIMIT_AS)[0] >> 20,"
+            " resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+            "try:\n    bytearray(512 << 20)\nexcept MemoryError:\n    print('MemoryError')\n"))
+        assert r.stdout.split() == ["256", "32", "MemoryError"]
+        start = time.monotonic()
+        r = await run_script(sb, "while True:\n    pass\n", timeout=1.0)
+        assert r.timed_out and r.returncode is None and time.monotonic() - start < 5
+
+
+async def test_a_changed_preload_runs_its_own_code() -> None:
+    """A script whose bytes differ from the preload never runs on the preloaded modules."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("__main__.py", "from harness.checker import main\nmain()\n")
+        zf.writestr("harness/__init__.py", "")
+        zf.writestr("harness/checker.py", "def main():\n    print('impostor')\n")
+    async with harness_sandbox() as sb:
+        assert sb.isolation == FORKSERVER_LABEL
+        await sb.write_file(HARNESS, buf.getvalue())
+        r = await sb.exec([sb.python, "-I", "-B", HARNESS])
+        assert r.returncode == 0 and r.stdout.strip() == "impostor"
+        # ... and the real harness, byte for byte, runs on them (a report on an empty stdin).
+        await sb.write_file(HARNESS, harness_bundle())
+        r = await sb.exec([sb.python, "-I", "-B", HARNESS], stdin=b"{}")
+        assert r.returncode == 0 and '"harness failure: KeyError' in r.stdout
+
+
+async def test_concurrent_commands_cannot_reach_each_other() -> None:
+    async with forked() as a, forked() as b:
+        assert a.uid != b.uid
+        marker = f"sharpen-victim-{uuid.uuid4().hex}"
+        await a.write_file("secret.txt", marker)
+        victim = asyncio.ensure_future(run_script(
+            a, "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(3)\n", marker))
+        await asyncio.sleep(1.0)
+        r = await run_script(b, (
+            "import os, signal, sys\n"
+            "out = []\n"
+            "try:\n    out.append(open(sys.argv[1] + '/secret.txt').read())\n"
+            "except OSError as e:\n    out.append(type(e).__name__)\n"
+            "for pid in os.listdir('/proc'):\n"
+            "    try:\n"
+            "        if sys.argv[2].encode() in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+            "            os.kill(int(pid), signal.SIGKILL)\n"
+            "            out.append('killed')\n"
+            "    except OSError as e:\n"
+            "        out.append(type(e).__name__)\n"
+            "print(out)\n"), a.workdir, marker)
+        assert "PermissionError" in r.stdout and "killed" not in r.stdout
+        assert "sharpen-victim" not in r.stdout
+        done = await victim
+        assert done.returncode == 0 and not done.timed_out
+
+
+async def test_processes_a_script_leaves_behind_are_killed() -> None:
+    marker = f"sharpen-daemon-{uuid.uuid4().hex}"
+    async with forked() as sb:
+        r = await run_script(sb, (
+            "import os, sys\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        os.execv(sys.executable, [sys.executable, '-c',"
+            " 'import time; time.sleep(30)', sys.argv[1]])\n"
+            "    os._exit(0)\n"
+            "os.wait()\n"), marker)
+        assert r.returncode == 0
+        assert procs_with(marker) == []
+
+
+async def test_a_dead_server_costs_no_command() -> None:
+    async with forked() as sb:
+        server = sb._server
+        assert server is not None and server._proc is not None
+        server._proc.kill()
+        for _ in range(100):
+            if not server.alive:
+                break
+            await asyncio.sleep(0.05)
+        assert not server.alive
+        # This sandbox's next command runs in a fresh sandbox instead ...
+        r = await run_script(sb, "import os\nprint('still here', os.getuid())\n")
+        assert r.returncode == 0 and r.stdout.strip() == f"still here {sb.uid}"
+    # ... and the next sandbox gets a new server.
+    async with forked() as again:
+        assert again._server is not None and again._server is not server
+        r = await run_script(again, "print('new server')\n")
+        assert r.stdout.strip() == "new server"
+
+
+async def test_shutdown_stops_the_servers_and_removes_their_roots() -> None:
+    _mode, python, prefix = choose(None, None)
+    server = get_forkserver(python, prefix, {})
+    assert server is not None and server.alive
+    root = server.root
+    shutdown_forkservers()
+    assert not server.alive and not os.path.exists(root)
+    assert server._proc is not None and server._proc.poll() is not None
+    async with forked() as sb:  # a later sandbox starts a new one
+        assert (await run_script(sb, "print(1)\n")).stdout.strip() == "1"
+
