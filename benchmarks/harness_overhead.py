@@ -25,16 +25,18 @@ submission's report; neither scorer re-runs them).
 
 Two variants:
 
-* ``sandbox``: the real environment; each submission costs a fresh sandbox with its own
-  interpreter (tens of milliseconds, see ``docs/sandbox.md``), which dominates both harnesses.
+* ``sandbox``: the real environment; each submission runs its hidden tests in a sandbox, as a
+  child of the fork server where privileged bubblewrap allows one, else in a fresh sandbox
+  with its own interpreter (see ``docs/sandbox.md``); that cost is the same for both harnesses.
 * ``pure``: the same ``CodeEnv``, but ``run_tests`` is replaced (in the worker process of
   this benchmark only) by a lookup of the report the real sandbox produced for that exact
   program during setup. Observations, rewards and verdicts are unchanged, the environment
   costs microseconds, and what is left is the harness.
 
 Every (harness, variant, concurrency) cell runs in a fresh Python process, which first does
-one small warm-up run, then ``--repeats`` timed runs; the run with the median wall time is
-reported. Concurrency ``c`` is ``RunConfig.concurrency`` for sharpen and
+one warm-up run of ``max(8, c)`` tasks (so that at concurrency ``c`` the timed runs find what a
+long run has ready: the sandbox fork server started, ``c`` pool uids leased), then
+``--repeats`` timed runs; the run with the median wall time is reported. Concurrency ``c`` is ``RunConfig.concurrency`` for sharpen and
 ``max_samples = max_connections = c`` for Inspect.
 
 Numbers
@@ -438,7 +440,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     once = sharpen_once if spec["harness"] == "sharpen" else inspect_once
     source = paths["cassette"] if spec["harness"] == "sharpen" else paths["inspect"]
     with tempfile.TemporaryDirectory(prefix="bench-", dir=spec.get("tmp_dir")) as tmp:
-        once(source, spec["concurrency"], 1, min(8, spec["tasks"]), Path(tmp))  # warm-up
+        warm = min(max(8, spec["concurrency"]), spec["tasks"])
+        once(source, spec["concurrency"], 1, warm, Path(tmp))  # warm-up
         runs = []
         for _ in range(spec["repeats"]):
             if spec.get("profile"):
@@ -498,11 +501,11 @@ def derive(variant: str, c: int, s: dict, i: dict) -> dict[str, Any]:
 
 
 def machine(load_start: float) -> dict[str, Any]:
-    try:
-        from sharpen.sandbox.local import detect_isolation
+    try:  # what the code environment's test runs get
+        from sharpen.envs.code.verifier import harness_sandbox
 
-        isolation = detect_isolation()
-    except (ImportError, OSError):
+        isolation = harness_sandbox().isolation
+    except (ImportError, OSError, RuntimeError):
         isolation = "unknown"
     cpu = cpu_name()
     cores = machine_cores()

@@ -79,6 +79,29 @@ async def test_rlimits_and_timeout_hold_in_a_forked_child() -> None:
         assert r.timed_out and r.returncode is None and time.monotonic() - start < 5
 
 
+def app_zip(tag: str) -> bytes:
+    """A zip application whose module records the pid that imported it."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("__main__.py", "import os\nfrom app import mod\n"
+                                   "print(mod.TAG, mod.IMPORTED_BY != os.getpid())\n")
+        zf.writestr("app/__init__.py", "")
+        zf.writestr("app/mod.py", f"import os\nTAG = {tag!r}\nIMPORTED_BY = os.getpid()\n")
+    return buf.getvalue()
+
+
+async def test_a_preload_runs_on_modules_imported_once_in_the_server() -> None:
+    preload = app_zip("preloaded")
+    async with forked(preload={"app.pyz": preload}) as sb:
+        await sb.write_file("app.pyz", preload)
+        r = await sb.exec([sb.python, "-I", "-B", "app.pyz"])
+        assert r.returncode == 0 and r.stdout.split() == ["preloaded", "True"]
+        # Other bytes under the same name: imported afresh from the file, in the child.
+        await sb.write_file("app.pyz", app_zip("changed"))
+        r = await sb.exec([sb.python, "-I", "-B", "app.pyz"])
+        assert r.returncode == 0 and r.stdout.split() == ["changed", "False"]
+
+
 async def test_a_changed_preload_runs_its_own_code() -> None:
     """A script whose bytes differ from the preload never runs on the preloaded modules."""
     buf = io.BytesIO()

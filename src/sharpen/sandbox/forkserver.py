@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -228,8 +229,7 @@ _SERVERS_LOCK = threading.Lock()
 def get_forkserver(python: str, prefix: str, preload: Mapping[str, bytes]) -> ForkServer | None:
     """This process's fork server for ``python`` with ``preload``, started on first use;
     ``None`` (logged once) where one cannot start, so that callers use fresh sandboxes."""
-    key = (python, prefix, tuple(sorted((name, hashlib.sha256(data).hexdigest())
-                                        for name, data in preload.items())))
+    key = (python, prefix, tuple(sorted((name, _digest(data)) for name, data in preload.items())))
     with _SERVERS_LOCK:
         server = _SERVERS.get(key)
         if server is not None and not server.alive:
@@ -245,6 +245,12 @@ def get_forkserver(python: str, prefix: str, preload: Mapping[str, bytes]) -> Fo
                 log.warning("%s; using a fresh sandbox per command", exc)
             _SERVERS[key] = server
         return server
+
+
+@functools.lru_cache(maxsize=16)
+def _digest(data: bytes) -> str:
+    """SHA-256 of a preload (cached: every sandbox of a run passes the same bytes object)."""
+    return hashlib.sha256(data).hexdigest()
 
 
 @atexit.register

@@ -46,9 +46,15 @@ PR_SET_DUMPABLE = 4
 MAX_MESSAGE = 1 << 20
 
 
+LIBC = ctypes.CDLL(None)
+
+
 def preload(paths):
-    """Import every module of each zip in ``paths``; the names of the modules that were new."""
+    """Import every module of each zip in ``paths``. Returns the names of the modules that were
+    new, and each zip's ``__main__`` code by its file name (a child running a preload byte for
+    byte runs that code, without opening the zip again)."""
     before = set(sys.modules)
+    mains = {}
     for path in paths:
         with zipfile.ZipFile(path) as zf:
             names = sorted({n[:-3].replace("/", ".").removesuffix(".__init__")
@@ -59,10 +65,11 @@ def preload(paths):
                 __import__(name)
         finally:
             sys.path.remove(path)
-    return set(sys.modules) - before
+        mains[os.path.basename(path)] = zipimport.zipimporter(path).get_code("__main__")
+    return set(sys.modules) - before, mains
 
 
-def run_child(req, fds, preloaded):
+def run_child(req, fds, preloaded, mains):
     """The forked child: confine, then run the command; never returns."""
     code = 127
     try:
@@ -79,18 +86,19 @@ def run_child(req, fds, preloaded):
         os.setgid(uid)
         os.setuid(uid)
         # setuid made the process non-dumpable; an exec'ed command would be dumpable again.
-        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
-        if not req["keep"]:
+        sys.argv = list(req["argv"])
+        main = mains.get(os.path.basename(sys.argv[0])) if req["keep"] else None
+        if main is None:
             for name in preloaded:
                 sys.modules.pop(name, None)
-        sys.argv = list(req["argv"])
         gc.enable()
         code = 0
         try:
-            run_script(sys.argv[0])
+            run_script(sys.argv[0], main)
         except SystemExit as exc:
             code = _exit_code(exc.code)
         except BaseException:  # noqa: BLE001 - reported as python would, status 1
@@ -108,14 +116,15 @@ def run_child(req, fds, preloaded):
         os._exit(code)
 
 
-def run_script(path):
+def run_script(path, main=None):
     """Run ``path`` as ``__main__``, as ``python -I -B path`` would: a zip application's
-    ``__main__`` with the zip first on ``sys.path``, else the file with its directory first.
-    (``runpy.run_path`` does the same with a costlier search for the importer.)"""
+    ``__main__`` (``main`` when given: the preload's, already compiled) with the zip first on
+    ``sys.path``, else the file with its directory first. (``runpy.run_path`` does the same
+    with a costlier search for the importer.)"""
     full = os.path.abspath(path)
-    if zipfile.is_zipfile(full):
+    if main is not None or zipfile.is_zipfile(full):
         sys.path.insert(0, full)
-        code = zipimport.zipimporter(full).get_code("__main__")
+        code = main or zipimport.zipimporter(full).get_code("__main__")
         filename = os.path.join(full, "__main__.py")
     else:
         sys.path.insert(0, os.path.dirname(full))
@@ -144,7 +153,7 @@ def send(ctl, msg):
         ctl.send(json.dumps(msg).encode())
 
 
-def serve(ctl, preloaded):
+def serve(ctl, preloaded, mains):
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -190,7 +199,7 @@ def serve(ctl, preloaded):
             continue
         if pid == 0:
             ctl.close()
-            run_child(req, fds, preloaded)
+            run_child(req, fds, preloaded, mains)
         for fd in fds:
             os.close(fd)
         running[pid] = req["id"]
@@ -198,13 +207,13 @@ def serve(ctl, preloaded):
 
 def main():
     ctl = socket.socket(fileno=int(sys.argv[1]))
-    preloaded = preload(sys.argv[2:])
+    preloaded, mains = preload(sys.argv[2:])
     # Children share the preloaded objects copy-on-write; keep the collector off them.
     gc.collect()
     gc.freeze()
     gc.disable()
     send(ctl, {"ready": True})
-    serve(ctl, preloaded)
+    serve(ctl, preloaded, mains)
 
 
 if __name__ == "__main__":
