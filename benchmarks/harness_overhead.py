@@ -36,8 +36,8 @@ Two variants:
 Every (harness, variant, concurrency) cell runs in a fresh Python process, which first does
 one warm-up run of ``max(8, c)`` tasks (so that at concurrency ``c`` the timed runs find what a
 long run has ready: the sandbox fork server started, ``c`` pool uids leased), then
-``--repeats`` timed runs; the run with the median wall time is reported. Concurrency ``c`` is ``RunConfig.concurrency`` for sharpen and
-``max_samples = max_connections = c`` for Inspect.
+``--repeats`` timed runs; the run with the median wall time is reported. Concurrency ``c`` is
+``RunConfig.concurrency`` for sharpen and ``max_samples = max_connections = c`` for Inspect.
 
 Numbers
 -------

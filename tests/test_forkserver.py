@@ -100,6 +100,10 @@ async def test_a_preload_runs_on_modules_imported_once_in_the_server() -> None:
         await sb.write_file("app.pyz", app_zip("changed"))
         r = await sb.exec([sb.python, "-I", "-B", "app.pyz"])
         assert r.returncode == 0 and r.stdout.split() == ["changed", "False"]
+        # The preload was linked, not copied, into the workdir; the server's copy is intact.
+        assert sb._server is not None
+        with open(os.path.join(sb._server.root, "app.pyz"), "rb") as fh:
+            assert fh.read() == preload
 
 
 async def test_a_changed_preload_runs_its_own_code() -> None:

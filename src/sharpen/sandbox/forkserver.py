@@ -78,12 +78,17 @@ class ForkServer:
         self._error: str | None = None
         self._closed = False
         self._free: list[UidLease] = []
+        self._preload_inodes: set[tuple[int, int]] = set()
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             shutil.copyfile(PROGRAM, os.path.join(self.root, PROGRAM.name))
             for name, data in self.preload.items():
-                Path(self.root, name).write_bytes(data)
+                path = Path(self.root, name)
+                path.write_bytes(data)
+                path.chmod(0o644)
+                st = path.stat()
+                self._preload_inodes.add((st.st_dev, st.st_ino))
             argv = [python, "-I", "-B", PROGRAM.name, str(theirs.fileno()),
                     *(os.path.join(self.root, name) for name in self.preload)]
             self._thread = threading.Thread(
@@ -97,6 +102,23 @@ class ForkServer:
         except BaseException:
             self.close()
             raise
+
+    def link_preload(self, data: bytes, target: str) -> bool:
+        """Make ``target`` a hard link to the server's copy of the preload whose bytes are
+        ``data`` (owned by root, mode 0644: readable, not writable, by the pool uids); False
+        when ``data`` is no preload."""
+        for name, preload in self.preload.items():
+            if data is preload or data == preload:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(target)
+                os.link(os.path.join(self.root, name), target)
+                return True
+        return False
+
+    def is_preload(self, st: os.stat_result) -> bool:
+        """Whether ``st`` is the server's copy of a preload (a link made by
+        :meth:`link_preload`)."""
+        return (st.st_dev, st.st_ino) in self._preload_inodes
 
     @property
     def alive(self) -> bool:

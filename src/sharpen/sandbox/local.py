@@ -263,7 +263,10 @@ class LocalSandbox:
         return full
 
     async def write_file(self, path: str, content: str | bytes) -> None:
-        """Write ``content`` to ``path`` (relative to the workdir; parents are created)."""
+        """Write ``content`` to ``path`` (relative to the workdir; parents are created).
+
+        With a fork server, content equal to one of its preloads becomes a hard link to the
+        server's read-only copy (no write, and the server knows the file for its own)."""
         full = self._resolve(path)
         data = content.encode("utf-8") if isinstance(content, str) else content
         parent = os.path.dirname(full)
@@ -273,6 +276,12 @@ class LocalSandbox:
             while self.uid is not None and d != self.workdir:
                 os.chown(d, self.uid, self.uid)
                 d = os.path.dirname(d)
+        if self._server is not None:
+            if self._server.link_preload(data, full):
+                return
+            with contextlib.suppress(FileNotFoundError):  # never write through such a link
+                if self._server.is_preload(os.lstat(full)):
+                    os.unlink(full)
         fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         try:
             if self.uid is not None:
@@ -407,6 +416,8 @@ class LocalSandbox:
         except (OSError, ValueError):
             return None
         with os.fdopen(fd, "rb") as fh:
+            if self._server is not None and self._server.is_preload(os.fstat(fh.fileno())):
+                return True  # linked by write_file: the preload itself
             data = fh.read()
         return any(data == preload for preload in self._preload.values())
 
