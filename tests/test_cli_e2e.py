@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from conftest import sharpen
 
+from sharpen.envs.code.env import CodeEnv
+from sharpen.sandbox.forkserver import FORKSERVER_LABEL
+from sharpen.sandbox.local import bwrap_usable
 from sharpen.store import Store
 
 pytestmark = pytest.mark.slow
@@ -21,7 +25,9 @@ def test_run_show_export_with_the_embedded_model(tmp_path: Path, small_agent: Pa
     store = Store(f"sqlite:///{tmp_path / '.sharpen' / 'sharpen.db'}")
     [run] = store.list_runs()
     assert run.status == "finished" and run.manifest.task_ids == ["HumanEval/0", "HumanEval/1"]
-    assert run.manifest.isolation != "unknown"
+    assert run.manifest.isolation == CodeEnv.isolation() != "unknown"
+    if os.geteuid() == 0 and bwrap_usable():  # the test runs were the fork server's children
+        assert run.manifest.isolation == FORKSERVER_LABEL
     trajs = list(store.iter_trajectories(run.id))
     assert len(trajs) == 2
     for t in trajs:

@@ -64,7 +64,13 @@ def build_model(config: RunConfig) -> ChatModel:
     return REGISTRY.create("model", config.agent.model)
 
 
-def _isolation() -> str:
+def _isolation(config: RunConfig) -> str:
+    """What the run's untrusted code gets: the environment's own answer (a static
+    ``isolation()``, for an environment whose sandbox differs from the default) or the default
+    sandbox's."""
+    own = getattr(REGISTRY.get("env", config.env.name), "isolation", None)
+    if callable(own):
+        return str(own())
     from sharpen.sandbox.local import detect_isolation
 
     return detect_isolation()
@@ -95,7 +101,7 @@ class Runner:
             manifest = RunManifest(
                 run_id=run_id, env=config.env, agent_hash=config.agent.hash(),
                 task_ids=[t.id for t in config.tasks], epochs=config.epochs, seed=config.seed,
-                config_hash=config_hash, isolation=_isolation(),
+                config_hash=config_hash, isolation=_isolation(config),
                 extra={"concurrency": config.concurrency, "model": config.agent.model.name,
                        **config.labels},
             )

@@ -248,6 +248,13 @@ _RETIRED: list[ForkServer] = []
 _SERVERS_LOCK = threading.Lock()
 
 
+def forkserver_for(mode: str, python: str, prefix: str,
+                   preload: Mapping[str, bytes]) -> ForkServer | None:
+    """The fork server a sandbox of isolation ``mode`` (see :mod:`sharpen.sandbox.isolation`)
+    gets: this process's server under privileged bubblewrap, else ``None``."""
+    return get_forkserver(python, prefix, preload) if mode == "bwrap-root" else None
+
+
 def get_forkserver(python: str, prefix: str, preload: Mapping[str, bytes]) -> ForkServer | None:
     """This process's fork server for ``python`` with ``preload``, started on first use;
     ``None`` (logged once) where one cannot start, so that callers use fresh sandboxes."""

@@ -20,6 +20,10 @@ the string recorded in run manifests:
 ``rlimits``
     resource limits, a process group and a scrubbed environment only.
 
+``bwrap+uid+rlimits+forkserver`` is ``bwrap+uid+rlimits`` for commands that a fork server runs
+(``LocalSandbox(fork_server=True)``, the code environment's test runs; see
+:mod:`sharpen.sandbox.forkserver`).
+
 Probing runs a tiny Python under each candidate mode (70-150 ms in all). Results are cached
 for the process, so calling :func:`detect_isolation` up front (the runner does, when it creates
 a run) spares the first default sandbox that cost.
@@ -33,9 +37,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 
 from sharpen.sandbox.bwrap import find_bwrap, wrap
 from sharpen.sandbox.child import hidden_for_uid_ns, preexec, rlimits
+from sharpen.sandbox.forkserver import FORKSERVER_LABEL, forkserver_for
 from sharpen.sandbox.host import SAFE_PATH, host_python
 from sharpen.sandbox.uids import UidLease, pids_of_uid
 
@@ -109,9 +115,15 @@ def bwrap_usable() -> bool:
         return False
 
 
-def detect_isolation() -> str:
-    """The isolation a default :class:`LocalSandbox` gets on this machine (for run manifests).
+def detect_isolation(*, fork_server: bool = False,
+                     preload: Mapping[str, bytes] | None = None) -> str:
+    """The isolation a :class:`LocalSandbox` with default isolation arguments (and these
+    ``fork_server``/``preload``) gets on this machine, for run manifests.
 
-    Probed once per process and cached; a default ``LocalSandbox()`` reuses the same result.
+    Probed once per process and cached; such a ``LocalSandbox`` reuses the same result (and
+    the fork server this starts, where it applies).
     """
-    return LABELS[choose(None, None)[0]]
+    mode, python, prefix = choose(None, None)
+    if fork_server and forkserver_for(mode, python, prefix, preload or {}) is not None:
+        return FORKSERVER_LABEL
+    return LABELS[mode]

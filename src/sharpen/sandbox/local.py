@@ -48,7 +48,7 @@ from sharpen.sandbox.forkserver import (
     FORKSERVER_LABEL,
     ForkServer,
     ForkServerError,
-    get_forkserver,
+    forkserver_for,
 )
 from sharpen.sandbox.host import SAFE_PATH
 from sharpen.sandbox.isolation import LABELS, UID_MODES, bwrap_usable, choose, detect_isolation
@@ -215,9 +215,8 @@ class LocalSandbox:
         self.isolation: str = LABELS[self._mode]
         """The isolation level actually in force."""
         self._preload = dict(preload or {})
-        self._server = (get_forkserver(self.python, self._prefix, self._preload)
-                        if fork_server and self._mode == "bwrap-root" and not hide_paths
-                        else None)
+        self._server = (forkserver_for(self._mode, self.python, self._prefix, self._preload)
+                        if fork_server and not hide_paths else None)
         if self._server is not None:
             self.isolation = FORKSERVER_LABEL
             root_dir = self._server.root
@@ -428,6 +427,16 @@ class LocalSandbox:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         in_r, in_w = os.pipe() if stdin is not None else (os.open(os.devnull, os.O_RDONLY), -1)
+        rest = b""
+        if stdin is not None:  # what fits in the pipe goes in now: the child finds it waiting
+            os.set_blocking(in_w, False)
+            try:
+                rest = stdin[os.write(in_w, stdin):]
+            except BlockingIOError:
+                rest = stdin
+            if not rest:
+                os.close(in_w)
+                in_w = -1
         try:
             status = server.start(argv, cwd=self.workdir, env=self._env(), uid=self.uid,
                                   limits=limits, keep=keep, fds=[in_r, out_w, err_w])
@@ -448,7 +457,7 @@ class LocalSandbox:
         return _Running(
             readers=[asyncio.ensure_future(_drain_fd(fd, self.output_limit))
                      for fd in (out_r, err_r)],
-            feeder=asyncio.ensure_future(_feed_fd(in_w, stdin) if stdin is not None
+            feeder=asyncio.ensure_future(_feed_fd(in_w, rest) if in_w >= 0
                                          else asyncio.sleep(0)),
             exited=exited,
             returncode=lambda: exited.result() if exited.done() and not exited.cancelled()

@@ -28,7 +28,7 @@ from sharpen.envs.code.problem import CodeProblem
 from sharpen.envs.code.program import SUBMIT, assemble_program, submit_error
 from sharpen.envs.code.score import outcome_from_report
 from sharpen.envs.code.tasks import SOURCES, materialize
-from sharpen.envs.code.verifier import TestReport, run_tests
+from sharpen.envs.code.verifier import TestReport, harness_isolation, run_tests
 from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
 
 DESCRIPTION = (
@@ -159,6 +159,11 @@ class CodeEnv:
     async def outcome(self) -> Outcome:
         """The verdict so far: the last valid submission's report (see :mod:`score`)."""
         return outcome_from_report(self._report, self._submissions)
+
+    @staticmethod
+    def isolation() -> str:
+        """What the candidates' code gets, for the run manifest (the test runs' sandbox)."""
+        return harness_isolation()
 
     def reference_solution(self, task: TaskSpec) -> str | None:
         """The known-correct answer to ``task``, as the ``code`` argument of ``submit``: the

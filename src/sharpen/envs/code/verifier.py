@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sharpen.envs.code.bundle import harness_bundle
 from sharpen.envs.code.problem import CodeProblem
 from sharpen.sandbox.base import Sandbox
+from sharpen.sandbox.isolation import detect_isolation
 from sharpen.sandbox.local import LocalSandbox
 
 STARTUP_SLACK = 5.0
@@ -127,6 +128,12 @@ def harness_sandbox() -> LocalSandbox:
     imported already, where privileged bubblewrap allows one, else a fresh sandbox
     (:class:`~sharpen.sandbox.local.LocalSandbox`, ``fork_server``)."""
     return LocalSandbox(fork_server=True, preload={HARNESS: harness_bundle()})
+
+
+def harness_isolation() -> str:
+    """The isolation :func:`harness_sandbox` gives, for run manifests (starts the fork server
+    where one applies: the run is about to use it)."""
+    return detect_isolation(fork_server=True, preload={HARNESS: harness_bundle()})
 
 
 async def run_tests(
