@@ -572,7 +572,7 @@ def main() -> None:
     ap.add_argument("--pure-epochs", type=int, default=None, help="epochs of 64 tasks (pure)")
     ap.add_argument("--sandbox-epochs", type=int, default=None,
                     help="epochs of 64 tasks (sandbox)")
-    ap.add_argument("--repeats", type=int, default=None, help="timed runs per cell (pure)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed runs per cell")
     ap.add_argument("--tasks", type=int, default=N_TASKS, help="use the first N recorded tasks")
     ap.add_argument("--harness", default="sharpen,inspect")
     ap.add_argument("--profile", action="store_true", help="cProfile each timed run (stderr)")
@@ -606,7 +606,7 @@ def main() -> None:
                 for harness in harnesses:
                     spec = {"harness": harness, "variant": variant, "concurrency": c,
                             "epochs": epochs, "tasks": args.tasks,
-                            "repeats": repeats if variant == "pure" else 1,
+                            "repeats": repeats,
                             "paths": setup["paths"], "tmp_dir": args.tmp_dir,
                             "profile": args.profile}
                     load = os.getloadavg()[0]
@@ -638,8 +638,8 @@ def main() -> None:
         f"Same {args.tasks} generated `code` tasks on both sides, replies of the embedded model "
         f"replayed instantly from `benchmarks/cassettes/{CASSETTE.name}` "
         f"({setup['records']} recorded calls, {setup['submissions']} submissions); `pure` runs "
-        f"{pure_epochs} epoch(s) per cell (median of {repeats} timed runs), `sandbox` "
-        f"{sandbox_epochs} epoch(s) (one timed run). Definitions are in the script's docstring.",
+        f"{pure_epochs} epoch(s) per cell, `sandbox` {sandbox_epochs} epoch(s), each cell the "
+        f"median of {repeats} timed runs. Definitions are in the script's docstring.",
         "",
         table,
         "",
