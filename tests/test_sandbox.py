@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from conftest import procs_with
@@ -88,6 +91,21 @@ async def test_environment_is_scrubbed(mode: str, monkeypatch: pytest.MonkeyPatc
     }
 
 
+@contextlib.contextmanager
+def no_hang(seconds: int) -> Iterator[None]:
+    """Fail, rather than hang the suite, if the body blocks for ``seconds``."""
+    def expired(*_: object) -> None:
+        raise RuntimeError(f"blocked for {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_paths_outside_the_workdir_are_rejected(mode: str) -> None:
     async with make_sandbox(mode) as sb:
@@ -103,6 +121,14 @@ async def test_paths_outside_the_workdir_are_rejected(mode: str) -> None:
             await sb.read_file("leak")
         with pytest.raises(ValueError):
             await sb.write_file("leak", "overwrite through the link")
+        # Nor may a FIFO it leaves behind make the host wait forever for a reader or writer.
+        r = await sb.exec(["/usr/bin/mkfifo", "pipe"])
+        assert r.returncode == 0
+        with no_hang(5):
+            with pytest.raises(OSError):
+                await sb.read_file("pipe")
+            with pytest.raises(OSError):
+                await sb.write_file("pipe", "blocked?")
     assert not os.path.exists(os.path.join(os.path.dirname(sb.workdir), "escape.txt"))
 
 

@@ -128,7 +128,9 @@ class ForkServer:
     def _run(self, argv: list[str], theirs: socket.socket) -> None:
         """The server's thread: start it, wait for ``ready``, then dispatch exit statuses."""
         try:
-            with open(os.path.join(self.root, "forkserver.log"), "wb") as logfile:
+            log_fd = os.open(os.path.join(self.root, "forkserver.log"),
+                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with open(log_fd, "wb") as logfile:  # the server's own errors: not for the uids
                 self._proc = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile,
                     pass_fds=(theirs.fileno(),), cwd=self.root, start_new_session=True,

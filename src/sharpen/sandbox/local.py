@@ -17,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -156,6 +158,17 @@ class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
             self.exited.set_result(None)
 
 
+def _open_regular(path: str, flags: int) -> int:
+    """``os.open`` of a regular file, never through a symlink and never blocking: a program
+    may leave a FIFO (or a symlink) where the host will read or write next."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{path} is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
 @dataclasses.dataclass
 class _Running:
     """A started command, however it was started: what :meth:`LocalSandbox.exec` waits on."""
@@ -281,7 +294,7 @@ class LocalSandbox:
             with contextlib.suppress(FileNotFoundError):  # never write through such a link
                 if self._server.is_preload(os.lstat(full)):
                     os.unlink(full)
-        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        fd = _open_regular(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             if self.uid is not None:
                 os.fchown(fd, self.uid, self.uid)
@@ -293,7 +306,7 @@ class LocalSandbox:
 
     async def read_file(self, path: str) -> str:
         """Read a text file (at most 16 MiB) from the workdir; symlinks are never followed."""
-        fd = os.open(self._resolve(path), os.O_RDONLY | os.O_NOFOLLOW)
+        fd = _open_regular(self._resolve(path), os.O_RDONLY)
         with os.fdopen(fd, "rb") as fh:
             return fh.read(16 << 20).decode("utf-8", errors="replace")
 
@@ -411,13 +424,13 @@ class LocalSandbox:
         if len(argv) < 4 or argv[:3] != [self.python, "-I", "-B"] or argv[3].startswith("-"):
             return None
         try:
-            fd = os.open(self._resolve(argv[3]), os.O_RDONLY | os.O_NOFOLLOW)
+            fd = _open_regular(self._resolve(argv[3]), os.O_RDONLY)
         except (OSError, ValueError):
             return None
         with os.fdopen(fd, "rb") as fh:
             if self._server is not None and self._server.is_preload(os.fstat(fh.fileno())):
                 return True  # linked by write_file: the preload itself
-            data = fh.read()
+            data = fh.read(max(map(len, self._preload.values()), default=0) + 1)
         return any(data == preload for preload in self._preload.values())
 
     def _start_forked(self, server: ForkServer, argv: list[str], stdin: bytes | None,
