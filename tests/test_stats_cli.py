@@ -154,6 +154,13 @@ def test_report_plot_draws_runs_on_the_same_env(runs, tmp_path: Path) -> None:
     res = sharpen("report", runs["replay"], "--plot", str(tmp_path), cwd=runs["cwd"])
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "cost_accuracy.png").exists() and (tmp_path / "cost_accuracy.svg").exists()
+    # A file name is taken as one (its folder is made), with the other format beside it.
+    target = tmp_path / "figs" / "frontier.png"
+    res = sharpen("report", runs["replay"], "--plot", str(target), cwd=runs["cwd"])
+    assert res.returncode == 0, res.stderr
+    assert target.read_bytes().startswith(b"\x89PNG")
+    assert "<svg" in target.with_suffix(".svg").read_text()
+    assert not (target / "cost_accuracy.png").exists()
 
 
 def _fake_run(store: Store, run_id: str, agent: str, outcomes: list[Outcome]) -> None:

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from sharpen.cli.improve_cmd import run_experiment
-from sharpen.cli.options import StoreOpt
+from sharpen.cli.options import CurvePlotOpt, StoreOpt
 from sharpen.core.agent_spec import AgentSpec, Limits
 from sharpen.core.registry import PluginRef
 from sharpen.improve.budget import Budget
@@ -43,7 +43,7 @@ def demo(
     minibatch: Annotated[int, typer.Option(help="Training tasks per gate.")] = 12,
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the improved AgentSpec.")
                    ] = Path("improved.yaml"),
-    plot: Annotated[Path | None, typer.Option(help="Write the anytime curve (PNG, SVG) here.")] = None,
+    plot: CurvePlotOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted demo.")] = False,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start the demo over.")] = False,
     store: StoreOpt = None,

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from sharpen.cli.options import (
     BaseUrlOpt,
+    CurvePlotOpt,
     EnvArgOpt,
     ModelArgOpt,
     ModelNameOpt,
@@ -111,7 +112,7 @@ def improve(
         "--dir", help="Experiment folder (default .sharpen/improve/<experiment id>).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the checkpointed experiment.")] = False,
     fresh: Annotated[bool, typer.Option("--fresh", help="Delete its checkpoint and start over.")] = False,
-    plot: Annotated[Path | None, typer.Option(help="Write the anytime curve (PNG, SVG) here.")] = None,
+    plot: CurvePlotOpt = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 1,
     store: StoreOpt = None,
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -27,6 +28,9 @@ ModelArgOpt = Annotated[list[str] | None, typer.Option(
     "--model-arg", help="Extra model args, KEY=VALUE (repeatable).")]
 EnvArgOpt = Annotated[list[str] | None, typer.Option(
     "--env-arg", "-E", help="Environment args, KEY=VALUE (e.g. max_submissions=2).")]
+CurvePlotOpt = Annotated[Path | None, typer.Option(
+    "--plot", help="Write the anytime curve here: a folder (anytime.png and .svg) or a .png/.svg "
+    "file (and its sibling in the other format). Needs matplotlib.")]
 
 
 def parse_kv(pairs: list[str] | None, flag: str) -> dict[str, Any]:

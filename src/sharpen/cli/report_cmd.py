@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from sharpen.store import Store
 
 PlotOpt = Annotated[Path | None, typer.Option(
-    "--plot", help="Directory to write the cost–accuracy frontier to (PNG and SVG; needs matplotlib).")]
+    "--plot", help="Write the cost–accuracy frontier here: a folder (cost_accuracy.png and .svg) "
+    "or a .png/.svg file (and its sibling in the other format). Needs matplotlib.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")]
 
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sharpen.improve.experiment import ExperimentResult, ProposerResult
-from sharpen.stats.plot import pyplot
+from sharpen.stats.plot import plot_paths, pyplot, save
 
 CURVE_STEM = "anytime"
 """File name (without extension) of the anytime-curve plots."""
@@ -66,10 +66,12 @@ def render(result: ExperimentResult, console: Console) -> None:
         console.print(f"[bold]{r.proposer.name}:[/] {verdict_line(r)}", highlight=False)
 
 
-def plot_curves(result: ExperimentResult, out_dir: Path) -> list[Path]:
+def plot_curves(result: ExperimentResult, target: Path) -> list[Path]:
     """Best validation success against rollouts and against tokens, one line per proposer,
-    into ``out_dir/anytime.png`` and ``.svg``."""
-    plt = pyplot(out_dir)
+    as PNG and SVG at :func:`~sharpen.stats.plot.plot_paths` of ``target`` (a folder gets
+    ``anytime.png`` and ``.svg``)."""
+    paths = plot_paths(target, CURVE_STEM)
+    plt = pyplot(paths[0].parent)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4), dpi=120)
     for r in result.results:
         xs = [p.rollouts for p in r.curve]
@@ -86,8 +88,4 @@ def plot_curves(result: ExperimentResult, out_dir: Path) -> list[Path]:
     ax1.legend(fontsize=8, loc="lower right")
     fig.suptitle(f"Anytime curve · experiment {result.experiment_id}")
     fig.tight_layout()
-    paths = [out_dir / f"{CURVE_STEM}.png", out_dir / f"{CURVE_STEM}.svg"]
-    for path in paths:
-        fig.savefig(path)
-    plt.close(fig)
-    return paths
+    return save(fig, paths)

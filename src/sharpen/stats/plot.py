@@ -17,6 +17,29 @@ STEM = "cost_accuracy"
 """File name (without extension) of the plots."""
 
 
+FORMATS = (".png", ".svg")
+"""Every plot is written in these formats."""
+
+
+def plot_paths(target: Path, stem: str) -> list[Path]:
+    """Where a plot named ``stem`` goes for ``--plot TARGET``: ``TARGET`` itself and its
+    sibling in the other format when it names a ``.png`` or ``.svg`` file, else
+    ``TARGET/stem.png`` and ``.svg`` (``TARGET`` a folder)."""
+    if target.suffix.lower() in FORMATS:
+        return [target.with_suffix(fmt) for fmt in FORMATS]
+    return [target / f"{stem}{fmt}" for fmt in FORMATS]
+
+
+def save(fig: Any, paths: list[Path]) -> list[Path]:
+    """Write ``fig`` to ``paths`` and close it."""
+    import matplotlib.pyplot as plt
+
+    for path in paths:
+        fig.savefig(path)
+    plt.close(fig)
+    return paths
+
+
 def pyplot(out_dir: Path) -> Any:
     """``matplotlib.pyplot`` on the Agg backend, with ``out_dir`` created; a UserError
     naming the fix when matplotlib is missing or the folder cannot be made."""
@@ -36,13 +59,15 @@ def pyplot(out_dir: Path) -> Any:
     return plt
 
 
-def plot_frontier(front: Frontier, out_dir: Path, title: str = "Cost–accuracy frontier") -> list[Path]:
-    """Draw ``front`` into ``out_dir/cost_accuracy.png`` and ``.svg``; returns both paths.
+def plot_frontier(front: Frontier, target: Path, title: str = "Cost–accuracy frontier") -> list[Path]:
+    """Draw ``front`` as PNG and SVG at :func:`plot_paths` of ``target`` (a folder gets
+    ``cost_accuracy.png`` and ``.svg``); returns both paths.
 
     Each run is a point with its 95% interval as an error bar; runs on the Pareto frontier
     are filled and joined by a line, dominated runs are hollow.
     """
-    plt = pyplot(out_dir)
+    paths = plot_paths(target, STEM)
+    plt = pyplot(paths[0].parent)
     usd = front.axis == "cost_usd"
 
     def x(p: FrontierPoint) -> float:
@@ -68,8 +93,4 @@ def plot_frontier(front: Frontier, out_dir: Path, title: str = "Cost–accuracy 
     lo = min(0.0, *(100 * p.ci_low for p in pts)) if pts else 0.0
     ax.set_ylim(lo - 2, 102)
     fig.tight_layout()
-    paths = [out_dir / f"{STEM}.png", out_dir / f"{STEM}.svg"]
-    for path in paths:
-        fig.savefig(path)
-    plt.close(fig)
-    return paths
+    return save(fig, paths)
