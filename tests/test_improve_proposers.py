@@ -165,6 +165,11 @@ JUNK: dict[str, tuple[str, str]] = {  # path segment -> (reply, finish_reason)
     "think": ("<think>maybe add tests</think>\n```\n" + GOOD + "\n```", "stop"),
     "good": ("Here are better instructions:\n```\n" + GOOD + "\n```\nGood luck!", "stop"),
     "open": ("New instructions:\n```\n" + GOOD, "stop"),
+    # Cut at max_tokens after the model had closed its block: the closed block counts ...
+    "cut_after_block": ("New instructions:\n```\n" + GOOD + "\n```\nI also think that", "length"),
+    "cut_in_second_block": ("```\n" + GOOD + "\n```\nOr else:\n```\nRead the task and", "length"),
+    # ... but never the cut text, and a closed block is checked as any other.
+    "cut_after_code": ("```python\ndef f(n):\n    return n // 4\n```\nThis works because", "length"),
 }
 
 
@@ -222,14 +227,15 @@ def _propose(junk_server, name: str, kind: str):
 
 
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("kind", ["noblock", "truncated", "code", "bare_code", "short", "think"])
+@pytest.mark.parametrize("kind", ["noblock", "truncated", "code", "bare_code", "short", "think",
+                                  "cut_after_code"])
 def test_junk_replies_are_invalid_proposals(junk_server, name, kind):
     with pytest.raises(InvalidProposal):
         _propose(junk_server, name, kind)
 
 
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("kind", ["good", "open"])
+@pytest.mark.parametrize("kind", ["good", "open", "cut_after_block", "cut_in_second_block"])
 def test_the_fenced_text_becomes_the_component(junk_server, name, kind):
     proposal, _ctx = _propose(junk_server, name, kind)
     assert proposal.spec.components["instructions"] == GOOD

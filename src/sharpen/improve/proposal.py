@@ -7,7 +7,7 @@ archive, a seeded RNG and a :class:`ProposerLLM` — and returns a :class:`Propo
 AgentSpec plus one line saying what changed. The engine gates, evaluates and archives it.
 
 Text a proposer gets from its LLM goes through :meth:`ProposerLLM.ask`, which raises
-:class:`InvalidProposal` for output that was cut at ``max_tokens``, holds ``<think>``
+:class:`InvalidProposal` for output that was cut at ``max_tokens`` (:class:`CutReply`), holds ``<think>``
 reasoning, is empty, or is longer than the component limit. The engine retries an invalid
 proposal (up to ``max_invalid`` times) without spending rollouts, and charges its tokens.
 """
@@ -37,6 +37,15 @@ THINK = re.compile(r"</?think>", re.IGNORECASE)
 
 class InvalidProposal(Exception):
     """A proposal that fails validation; the engine retries without spending rollouts."""
+
+
+class CutReply(InvalidProposal):
+    """A reply cut at ``max_tokens``. ``text`` is what came before the cut: never a proposal
+    as it stands, though a caller may take a part the model had finished (a closed block)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__("the proposer's reply was cut at max_tokens")
+        self.text = text
 
 
 class NothingToPropose(InvalidProposal):
@@ -94,7 +103,7 @@ class ProposerLLM:
         self.charge(completion.usage)
         text = (completion.message.content or "").strip()
         if completion.finish_reason == "length":
-            raise InvalidProposal("the proposer's reply was cut at max_tokens")
+            raise CutReply(text)
         if THINK.search(text):
             raise InvalidProposal("the proposer's reply holds <think> reasoning")
         if not text:

@@ -6,10 +6,11 @@ Every reply must hold a fenced block with the new text. A reply without one is
 :class:`~sharpen.improve.proposal.InvalidProposal`, as is a block that holds code when
 instructions were asked for, or the unchanged text: a tiny model often answers with a
 solution to some task instead of instructions, and adopting that would only waste rollouts on
-a gate it cannot pass. A reply cut at ``max_tokens`` never gets here
-(:meth:`~sharpen.improve.proposal.ProposerLLM.ask` rejects it); a last block the model left
-open when it *stopped on its own* is taken as complete — small models often forget the
-closing fence.
+a gate it cannot pass. A reply cut at ``max_tokens``
+(:class:`~sharpen.improve.proposal.CutReply`) counts only for a block the model had *closed*
+before the cut (it rambled on after its answer): that block is taken, never the cut text. A
+last block the model left open when it *stopped on its own* is taken as complete — small
+models often forget the closing fence.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ import re
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.markdown import code_blocks
-from sharpen.improve.proposal import CHARS_PER_TOKEN, InvalidProposal, ProposerLLM, Rejection
+from sharpen.improve.proposal import (
+    CHARS_PER_TOKEN,
+    CutReply,
+    InvalidProposal,
+    ProposerLLM,
+    Rejection,
+)
 
 DEFAULT_COMPONENT = "instructions"
 """The component the rewriting proposers change unless told otherwise."""
@@ -66,14 +73,15 @@ def with_component(spec: AgentSpec, name: str, text: str, parents: list[str] | N
     return spec.model_copy(update={"components": components, "parents": list(parents or [])})
 
 
-def fenced_text(reply: str, *, current: str = "", min_chars: int = MIN_CHARS) -> str:
+def fenced_text(reply: str, *, current: str = "", min_chars: int = MIN_CHARS,
+                closed_only: bool = False) -> str:
     """The new text of ``reply``: the body of its last fenced block (one left open at the end
-    of a reply that was not cut at ``max_tokens`` counts; see the module doc).
+    counts unless ``closed_only``, for a reply cut at ``max_tokens``; see the module doc).
 
     :class:`InvalidProposal` when there is no block, when the block is shorter than
     ``min_chars``, holds code (a language tag of a programming language, or lines such as
     ``def f(`` or ``import x``), or repeats ``current``."""
-    blocks = code_blocks(reply)
+    blocks = [b for b in code_blocks(reply) if b.closed or not closed_only]
     if not blocks:
         raise InvalidProposal("the reply has no ``` block with the new text")
     block = blocks[-1]
@@ -92,7 +100,12 @@ async def ask_for_text(llm: ProposerLLM, prompt: str, *, current: str = "", syst
     """Ask ``llm`` (with :data:`SYSTEM` and :data:`STOP` unless told otherwise) and return the
     new text of its reply (see :func:`fenced_text`)."""
     params.setdefault("stop", STOP)
-    reply = await llm.ask(prompt, system=system, **params)
+    try:
+        reply = await llm.ask(prompt, system=system, **params)
+    except CutReply as cut:
+        if not any(b.closed for b in code_blocks(cut.text)):
+            raise
+        return fenced_text(cut.text, current=current, closed_only=True)
     return fenced_text(reply, current=current)
 
 
