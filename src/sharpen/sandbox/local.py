@@ -4,7 +4,9 @@ The strongest isolation that works here is used; ``isolation`` names it (the mod
 in :mod:`sharpen.sandbox.isolation`). The parts live in their own modules: :mod:`.bwrap`
 (bubblewrap argv), :mod:`.child` (rlimits, namespaces and uid drop between fork and exec, or
 the ``prlimit`` prefix that sets the same rlimits where nothing else is needed),
-:mod:`.uids` (the flock'ed uid pool, ``kill_uid``) and :mod:`.host` (interpreter, PATH).
+:mod:`.forkserver` (one warm confined interpreter that forks a child per command),
+:mod:`.pipes` (the command's output and input), :mod:`.uids` (the flock'ed uid pool,
+``kill_uid``) and :mod:`.host` (interpreter, PATH).
 
 Every mode sets rlimits in the child (CPU, address space, file size, open files, processes,
 no core files) before the command's first instruction, gives it its own session and a
@@ -54,6 +56,7 @@ from sharpen.sandbox.forkserver import (
 )
 from sharpen.sandbox.host import SAFE_PATH
 from sharpen.sandbox.isolation import LABELS, UID_MODES, bwrap_usable, choose, detect_isolation
+from sharpen.sandbox.pipes import drain, drain_fd, feed, feed_fd
 from sharpen.sandbox.uids import UID_POOL, UidLease, kill_uid, pids_of_uid
 
 __all__ = [  # the names this module has always offered, wherever they now live
@@ -62,87 +65,6 @@ __all__ = [  # the names this module has always offered, wherever they now live
     "bwrap_usable", "detect_isolation", "find_bwrap", "kill_uid",
 ]
 log = logging.getLogger(__name__)
-
-
-def _keep(kept: bytearray, chunk: bytes, limit: int) -> bool:
-    """Append what fits of ``chunk`` under ``limit``; True if some of it did not fit."""
-    room = limit - len(kept)
-    if room > 0:
-        kept += chunk[:room]
-    return len(chunk) > room
-
-
-async def _drain(stream: asyncio.StreamReader | None, limit: int) -> tuple[bytes, bool]:
-    """Read until EOF, keeping the first ``limit`` bytes and discarding the rest."""
-    if stream is None:
-        return b"", False
-    kept = bytearray()
-    truncated = False
-    while chunk := await stream.read(65536):
-        truncated = _keep(kept, chunk, limit) or truncated
-    return bytes(kept), truncated
-
-
-async def _ready(fd: int, writing: bool) -> None:
-    """Wait until the non-blocking ``fd`` is readable (or writable)."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    add, remove = ((loop.add_writer, loop.remove_writer) if writing
-                   else (loop.add_reader, loop.remove_reader))
-    add(fd, lambda: fut.done() or fut.set_result(None))
-    try:
-        await fut
-    finally:
-        remove(fd)
-
-
-async def _drain_fd(fd: int, limit: int) -> tuple[bytes, bool]:
-    """:func:`_drain` for a raw pipe descriptor (closed at the end)."""
-    os.set_blocking(fd, False)
-    kept = bytearray()
-    truncated = False
-    try:
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                await _ready(fd, writing=False)
-                continue
-            if not chunk:
-                return bytes(kept), truncated
-            truncated = _keep(kept, chunk, limit) or truncated
-    finally:
-        os.close(fd)
-
-
-async def _feed_fd(fd: int, data: bytes) -> None:
-    """:func:`_feed` for a raw pipe descriptor (closed at the end)."""
-    os.set_blocking(fd, False)
-    view = memoryview(data)
-    try:
-        while view:
-            try:
-                view = view[os.write(fd, view):]
-            except BlockingIOError:
-                await _ready(fd, writing=True)
-    except OSError:  # the command exited without reading it all
-        pass
-    finally:
-        os.close(fd)
-
-
-async def _feed(pipe: asyncio.StreamWriter | None, data: bytes | None) -> None:
-    if pipe is None:
-        return
-    try:
-        if data:
-            pipe.write(data)
-            await pipe.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass
-    finally:
-        with contextlib.suppress(OSError, RuntimeError):
-            pipe.close()
 
 
 class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -412,9 +334,9 @@ class LocalSandbox:
             transport.close()
 
         return _Running(
-            readers=[asyncio.ensure_future(_drain(s, self.output_limit))
+            readers=[asyncio.ensure_future(drain(s, self.output_limit))
                      for s in (proc.stdout, proc.stderr)],
-            feeder=asyncio.ensure_future(_feed(proc.stdin, stdin)),
+            feeder=asyncio.ensure_future(feed(proc.stdin, stdin)),
             exited=protocol.exited, returncode=transport.get_returncode,
             kill_group=kill_group, finish=finish)
 
@@ -468,9 +390,9 @@ class LocalSandbox:
                 await asyncio.wait([exited], timeout=5.0)
 
         return _Running(
-            readers=[asyncio.ensure_future(_drain_fd(fd, self.output_limit))
+            readers=[asyncio.ensure_future(drain_fd(fd, self.output_limit))
                      for fd in (out_r, err_r)],
-            feeder=asyncio.ensure_future(_feed_fd(in_w, rest) if in_w >= 0
+            feeder=asyncio.ensure_future(feed_fd(in_w, rest) if in_w >= 0
                                          else asyncio.sleep(0)),
             exited=exited,
             returncode=lambda: exited.result() if exited.done() and not exited.cancelled()
