@@ -191,13 +191,14 @@ class ForkServer:
             self._next_id += 1
             ident = self._next_id
             self._pending[ident] = fut
-            msg = {"id": ident, "argv": list(argv), "cwd": cwd, "env": dict(env), "uid": uid,
-                   "limits": [list(x) for x in limits], "keep": keep}
-            try:
-                socket.send_fds(self._sock, [json.dumps(msg).encode()], list(fds))
-            except OSError as exc:
-                del self._pending[ident]
-                raise ForkServerError(f"the sandbox fork server is gone: {exc}") from None
+        msg = {"id": ident, "argv": list(argv), "cwd": cwd, "env": dict(env), "uid": uid,
+               "limits": [list(x) for x in limits], "keep": keep}
+        try:  # not under the lock: the reader thread must never wait for a full socket
+            socket.send_fds(self._sock, [json.dumps(msg).encode()], list(fds))
+        except OSError as exc:
+            with self._lock:
+                self._pending.pop(ident, None)
+            raise ForkServerError(f"the sandbox fork server is gone: {exc}") from None
         return fut
 
     def lease_uid(self) -> UidLease:
