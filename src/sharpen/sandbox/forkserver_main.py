@@ -186,6 +186,7 @@ def serve(ctl, preloaded, mains):
             return
         if not data:
             return  # the host closed the socket: shut down
+        req = None
         try:
             req = json.loads(data)
             if len(fds) != 3:
