@@ -17,9 +17,10 @@ $(VENV)/.installed: pyproject.toml
 # bubblewrap confines the sandbox (network off, filesystem read-only); optional but used
 # when present. Installed with apt when we are root on Debian/Ubuntu.
 # chromium is the browser the viewer's Playwright tests drive (Playwright cannot download its own).
+# postgresql: the store's tests run on a throwaway PostgreSQL server as well as on SQLite.
 system-deps:
-	@if { ! command -v bwrap >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; } && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		apt-get update -qq && apt-get install -y -qq bubblewrap chromium >/dev/null; fi
+	@if { ! command -v bwrap >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq bubblewrap chromium postgresql >/dev/null; fi
 
 setup: system-deps $(VENV)/.installed
 

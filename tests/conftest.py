@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pg_server import postgres, url  # noqa: F401  (fixtures: a PostgreSQL server, a fresh db)
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import PluginRef

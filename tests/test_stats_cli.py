@@ -207,3 +207,36 @@ def test_user_errors_are_one_clear_message(tmp_path: Path, args, message, fix) -
     res = sharpen(*args, cwd=tmp_path, timeout=120)
     assert res.returncode == 2, (res.stdout, res.stderr)
     assert message in res.stderr and fix in res.stderr and "Traceback" not in res.stderr
+
+
+def test_run_report_compare_export_and_resume_on_a_postgresql_store(postgres, tmp_path: Path) -> None:
+    """The same commands with ``--store`` (here ``SHARPEN_STORE``) naming a real PostgreSQL
+    database: the same numbers as on SQLite, and no SQLite file made on the side."""
+    env = {"SHARPEN_STORE": postgres.new_database()}
+    replay_args = ["run", "code", *ENV, *TASKS, "--agent", str(AGENT), "--model", "replay",
+                   "--model-arg", f"cassette={CASSETTE}"]
+    replay = sharpen(*replay_args, cwd=tmp_path, env=env)
+    assert replay.returncode == 0, replay.stderr
+    ref = sharpen("run", "code", *ENV, *TASKS, "--agent-name", "reference", cwd=tmp_path, env=env)
+    assert ref.returncode == 0, ref.stderr
+    rid, ref_id = run_id(replay.stdout), run_id(ref.stdout)
+
+    report = sharpen("report", rid, cwd=tmp_path, env=env)
+    assert report.returncode == 0, report.stderr
+    assert has_row(report.stdout, "success", "25.0%", "[10.2, 49.5]", "wilson", "16")
+    assert f"✓ reference agent scores 100.0% (floor 95%) in run {ref_id}" in report.stdout
+    better = sharpen("compare", rid, ref_id, cwd=tmp_path, env=env)
+    assert better.returncode == 0 and "B vs A: B is better by 75.0 points" in better.stdout
+
+    out = tmp_path / "replay.jsonl"
+    exported = sharpen("export", rid, "--format", "jsonl", "-o", str(out), cwd=tmp_path, env=env)
+    assert exported.returncode == 0, exported.stderr
+    assert len(out.read_text().splitlines()) == 16
+
+    again = sharpen(*replay_args, "--resume", cwd=tmp_path, env=env)
+    assert again.returncode == 0, again.stderr
+    assert run_id(again.stdout) == rid
+    with Store(env["SHARPEN_STORE"]) as store:
+        assert store.get_run(rid).n_trajectories == 16
+        assert len(store.list_runs()) == 2
+    assert not (tmp_path / ".sharpen").exists()

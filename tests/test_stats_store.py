@@ -45,8 +45,9 @@ def _traj(run_id: str, task: TaskSpec, epoch: int, outcome: Outcome | None, *, c
 
 
 @pytest.fixture
-def store_and_trajs(tmp_path: Path) -> tuple[Store, str, list[Trajectory]]:
-    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+def store_and_trajs(url: str) -> tuple[Store, str, list[Trajectory]]:
+    """A stored run on each backend (the aggregate's SQL differs between them)."""
+    store = Store(url)
     spec = AgentSpec(name="t")
     tasks = [TaskSpec(env="code", id=f"gen/t/{i}", seed=i,
                       metadata={"cluster": f"c{i // 2}"} if i < 6 else {}) for i in range(9)]

@@ -188,8 +188,8 @@ def make_trajectory(
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    s = Store(f"sqlite:///{tmp_path / 'db' / 'sharpen.db'}")
+def store(url: str):
+    s = Store(url)
     yield s
     s.close()
 
@@ -271,7 +271,7 @@ def test_codec_covers_every_field_of_the_core_types() -> None:
 # -- idempotence and resume -----------------------------------------------------------------------
 
 
-def test_duplicate_save_returns_false_and_writes_nothing(store: Store, tmp_path: Path) -> None:
+def test_duplicate_save_returns_false_and_writes_nothing(store: Store) -> None:
     spec, tasks = make_run(store)
     first = make_trajectory("run-aaaa", tasks[0], spec.hash(), epoch=1)
     assert store.save_trajectory(first)
@@ -281,9 +281,9 @@ def test_duplicate_save_returns_false_and_writes_nothing(store: Store, tmp_path:
     assert store.save_trajectory(first) is False
     assert dump_all(store, "run-aaaa") == [first.model_dump()]
     assert store.feedback_for(again.id) == []
-    with sqlite3.connect(tmp_path / "db" / "sharpen.db") as con:
-        assert con.execute("select count(*) from steps").fetchone() == (2,)
-        assert con.execute("select count(*) from feedback").fetchone() == (4,)
+    with store._engine.connect() as conn:
+        assert conn.exec_driver_sql("select count(*) from steps").scalar() == 2
+        assert conn.exec_driver_sql("select count(*) from feedback").scalar() == 4
 
 
 def test_finished_keys_and_find_resumable(store: Store) -> None:
@@ -411,10 +411,11 @@ def test_add_feedback_appends_in_order_and_is_idempotent(store: Store) -> None:
     assert back.feedback == [*t.feedback, edit]
 
 
-# -- SQLite setup, concurrency --------------------------------------------------------------------
+# -- backend setup, concurrency --------------------------------------------------------------------
 
 
-def test_sqlite_file_is_in_wal_mode_with_foreign_keys(store: Store, tmp_path: Path) -> None:
+def test_sqlite_file_is_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'db' / 'sharpen.db'}")
     with sqlite3.connect(tmp_path / "db" / "sharpen.db") as con:
         assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     with store._engine.connect() as conn:
@@ -446,8 +447,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def test_two_processes_write_concurrently_without_losing_rows(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'shared.db'}"
+def test_two_processes_write_concurrently_without_losing_rows(url: str) -> None:
     with Store(url) as s:
         spec, _ = make_run(s)
     n = 40
@@ -469,8 +469,7 @@ def test_two_processes_write_concurrently_without_losing_rows(tmp_path: Path) ->
         assert sum(len(t.steps) for t in s.iter_trajectories("run-aaaa")) == 2 * n
 
 
-def test_processes_opening_a_new_file_together_migrate_once(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+def test_processes_opening_a_new_database_together_migrate_once(url: str) -> None:
     code = "import sys; from sharpen.store import Store; Store(sys.argv[1]).close()"
     procs = [
         subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE, text=True)
@@ -507,8 +506,9 @@ def test_threads_share_one_store(store: Store) -> None:
 # -- migrations -----------------------------------------------------------------------------------
 
 
-def test_migrations_upgrade_downgrade_and_match_metadata(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'm.db'}"
+def test_migrations_upgrade_downgrade_and_match_metadata(url: str) -> None:
+    if url.startswith("sqlite:///"):
+        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     cfg = make_config(url)
     command.upgrade(cfg, "head")
     engine = create_engine(url)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -74,6 +75,8 @@ metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 HASH = String(64)
 ID = String(64)
+SEED = BigInteger().with_variant(Integer(), "sqlite")
+"""Seeds exceed 2**31 (generated tasks'); SQLite's INTEGER already holds 64 bits."""
 
 agent_specs = Table(
     "agent_specs",
@@ -109,7 +112,7 @@ tasks = Table(
     Column("hash", HASH, primary_key=True),  # TaskSpec.hash()
     Column("env", String(200), nullable=False),
     Column("task_id", String(500), nullable=False),
-    Column("seed", Integer, nullable=False),
+    Column("seed", SEED, nullable=False),
     Column("split", String(20), nullable=False),
     Column("knobs", Text, nullable=False),  # JSON
     Column("metadata", Text, nullable=False),  # JSON
@@ -133,7 +136,7 @@ trajectories = Table(
     Column("task_hash", HASH, ForeignKey("tasks.hash"), nullable=False),
     Column("agent_hash", HASH, nullable=False),
     Column("epoch", Integer, nullable=False),
-    Column("seed", Integer, nullable=False),
+    Column("seed", SEED, nullable=False),
     Column("key", String(200), nullable=False),  # trajectory_key(task, agent, epoch)
     Column("success", Boolean, nullable=True),  # NULL when the outcome is missing
     Column("reward", Float, nullable=True),
