@@ -79,14 +79,14 @@ async def test_rlimits_and_timeout_hold_in_a_forked_child() -> None:
         assert r.timed_out and r.returncode is None and time.monotonic() - start < 5
 
 
-def app_zip(tag: str) -> bytes:
+def app_zip(tag: str, package: str = "app") -> bytes:
     """A zip application whose module records the pid that imported it."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("__main__.py", "import os\nfrom app import mod\n"
+        zf.writestr("__main__.py", f"import os\nfrom {package} import mod\n"
                                    "print(mod.TAG, mod.IMPORTED_BY != os.getpid())\n")
-        zf.writestr("app/__init__.py", "")
-        zf.writestr("app/mod.py", f"import os\nTAG = {tag!r}\nIMPORTED_BY = os.getpid()\n")
+        zf.writestr(f"{package}/__init__.py", "")
+        zf.writestr(f"{package}/mod.py", f"import os\nTAG = {tag!r}\nIMPORTED_BY = os.getpid()\n")
     return buf.getvalue()
 
 
@@ -104,6 +104,25 @@ async def test_a_preload_runs_on_modules_imported_once_in_the_server() -> None:
         assert sb._server is not None
         with open(os.path.join(sb._server.root, "app.pyz"), "rb") as fh:
             assert fh.read() == preload
+
+
+async def test_a_script_runs_as_the_preload_it_is_whatever_its_name() -> None:
+    one, two = app_zip("one", "app1"), app_zip("two", "app2")
+    async with forked(preload={"one.pyz": one, "two.pyz": two}) as sb:
+        await sb.write_file("one.pyz", two)  # the name of one preload, the bytes of the other
+        r = await sb.exec([sb.python, "-I", "-B", "one.pyz"])
+        assert r.returncode == 0 and r.stdout.split() == ["two", "True"]
+
+
+async def test_preloads_that_share_a_module_get_no_server() -> None:
+    """One module object serves every child, so two preloads may not both hold ``app.mod``:
+    the server refuses to start and the sandbox is a fresh one, which still runs the script."""
+    clash = {"one.pyz": app_zip("one"), "two.pyz": app_zip("two")}
+    async with LocalSandbox(fork_server=True, preload=clash) as sb:
+        assert sb.isolation != FORKSERVER_LABEL and sb._server is None
+        await sb.write_file("two.pyz", clash["two.pyz"])
+        r = await sb.exec([sb.python, "-I", "-B", "two.pyz"])
+        assert r.returncode == 0 and r.stdout.split() == ["two", "False"]
 
 
 async def test_a_changed_preload_runs_its_own_code() -> None:

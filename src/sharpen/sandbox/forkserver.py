@@ -78,7 +78,7 @@ class ForkServer:
         self._error: str | None = None
         self._closed = False
         self._free: list[UidLease] = []
-        self._preload_inodes: set[tuple[int, int]] = set()
+        self._preload_inodes: dict[tuple[int, int], str] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -88,7 +88,7 @@ class ForkServer:
                 path.write_bytes(data)
                 path.chmod(0o644)
                 st = path.stat()
-                self._preload_inodes.add((st.st_dev, st.st_ino))
+                self._preload_inodes[(st.st_dev, st.st_ino)] = name
             argv = [python, "-I", "-B", PROGRAM.name, str(theirs.fileno()),
                     *(os.path.join(self.root, name) for name in self.preload)]
             self._thread = threading.Thread(
@@ -115,10 +115,10 @@ class ForkServer:
                 return True
         return False
 
-    def is_preload(self, st: os.stat_result) -> bool:
-        """Whether ``st`` is the server's copy of a preload (a link made by
-        :meth:`link_preload`)."""
-        return (st.st_dev, st.st_ino) in self._preload_inodes
+    def preload_named(self, st: os.stat_result) -> str | None:
+        """The name of the preload whose server copy ``st`` is (a link made by
+        :meth:`link_preload`), else ``None``."""
+        return self._preload_inodes.get((st.st_dev, st.st_ino))
 
     @property
     def alive(self) -> bool:
@@ -177,12 +177,13 @@ class ForkServer:
         return ""
 
     def start(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], uid: int,
-              limits: Sequence[tuple[int, int]], keep: bool,
+              limits: Sequence[tuple[int, int]], preload: str | None,
               fds: Sequence[int]) -> concurrent.futures.Future[int]:
         """Fork a child that runs the Python script ``argv[0]`` with ``argv[1:]`` (see
         :mod:`sharpen.sandbox.forkserver_main`); ``fds`` become its stdin, stdout and stderr.
-        ``keep``: the script is byte-for-byte one of the preloads, so the child may use the
-        modules already imported. The future's result is the exit status (negative: signal).
+        ``preload``: the name of the preload the script is byte for byte, so that the child
+        runs it on the modules already imported (``None``: they are dropped first). The
+        future's result is the exit status (negative: signal).
         """
         if not self.alive:
             raise ForkServerError(f"the sandbox fork server is not running: {self._error}")
@@ -192,7 +193,7 @@ class ForkServer:
             ident = self._next_id
             self._pending[ident] = fut
         msg = {"id": ident, "argv": list(argv), "cwd": cwd, "env": dict(env), "uid": uid,
-               "limits": [list(x) for x in limits], "keep": keep}
+               "limits": [list(x) for x in limits], "preload": preload}
         try:  # not under the lock: the reader thread must never wait for a full socket
             socket.send_fds(self._sock, [json.dumps(msg).encode()], list(fds))
         except OSError as exc:

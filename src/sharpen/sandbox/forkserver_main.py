@@ -7,7 +7,7 @@ of each trusted preload zip, says ``ready`` and then serves the control socket (
 ``SOCK_SEQPACKET``, one JSON message per packet):
 
 host → server
-    ``{"id", "argv", "cwd", "env", "uid", "limits", "keep"}`` with three descriptors
+    ``{"id", "argv", "cwd", "env", "uid", "limits", "preload"}`` with three descriptors
     (``SCM_RIGHTS``): the command's stdin, stdout and stderr.
 server → host
     ``{"id", "status"}`` when that command's process has exited (negative: killed by a signal),
@@ -18,7 +18,7 @@ the command's first instruction gets its own session, its three descriptors and 
 default signal handlers, the rlimits, the command's uid (``setuid`` to a non-zero uid clears
 every capability, and bubblewrap set ``no_new_privs``), its working directory and environment.
 The child then runs ``argv[0]`` as ``python -I -B argv[0] argv[1:]`` would, with the
-preloaded modules already imported when ``keep`` says the script is the preload itself, kills
+preloaded modules already imported when ``preload`` names the preload the script is, kills
 every other process of its uid (as the end of a fresh sandbox's pid namespace would) and exits
 with the script's status. A script that leaves by ``os._exit`` or a signal skips that kill, so
 the host sweeps the uid itself unless the script was a (trusted) preload that exited 0.
@@ -54,11 +54,16 @@ def preload(paths):
     new, and each zip's ``__main__`` code by its file name (a child running a preload byte for
     byte runs that code, without opening the zip again)."""
     before = set(sys.modules)
-    mains = {}
+    mains, owner = {}, {}
     for path in paths:
         with zipfile.ZipFile(path) as zf:
             names = sorted({n[:-3].replace("/", ".").removesuffix(".__init__")
                             for n in zf.namelist() if n.endswith(".py")} - {"__main__"})
+        for name in names:  # one module object serves every child: two preloads cannot share it
+            if name in owner:
+                sys.exit("preloads %s and %s both hold module %s"
+                         % (owner[name], os.path.basename(path), name))
+            owner[name] = os.path.basename(path)
         sys.path.insert(0, path)
         try:
             for name in names:
@@ -91,7 +96,7 @@ def run_child(req, fds, preloaded, mains):
         os.environ.clear()
         os.environ.update(req["env"])
         sys.argv = list(req["argv"])
-        main = mains.get(os.path.basename(sys.argv[0])) if req["keep"] else None
+        main = mains.get(req["preload"]) if req["preload"] else None
         if main is None:
             for name in preloaded:
                 sys.modules.pop(name, None)

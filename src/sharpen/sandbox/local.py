@@ -91,6 +91,13 @@ def _open_regular(path: str, flags: int) -> int:
     return fd
 
 
+@dataclasses.dataclass(frozen=True)
+class _Script:
+    """A Python script a fork server can run, and the preload it is byte for byte, if any."""
+
+    preload: str | None
+
+
 @dataclasses.dataclass
 class _Running:
     """A started command, however it was started: what :meth:`LocalSandbox.exec` waits on."""
@@ -214,7 +221,7 @@ class LocalSandbox:
             if self._server.link_preload(data, full):
                 return
             with contextlib.suppress(FileNotFoundError):  # never write through such a link
-                if self._server.is_preload(os.lstat(full)):
+                if self._server.preload_named(os.lstat(full)) is not None:
                     os.unlink(full)
         fd = _open_regular(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
@@ -264,9 +271,9 @@ class LocalSandbox:
             self._uid_state.running += 1
             self._uid_state.clean = False
         run = None
-        if self._server is not None and (keep := self._forkable(argv)) is not None:
+        if self._server is not None and (script := self._forkable(argv)) is not None:
             try:
-                run = self._start_forked(self._server, argv[3:], stdin, limits, keep)
+                run = self._start_forked(self._server, argv[3:], stdin, limits, script.preload)
             except ForkServerError as exc:
                 log.warning("%s; running the command in a fresh sandbox", exc)
         if run is None:
@@ -340,9 +347,10 @@ class LocalSandbox:
             exited=protocol.exited, returncode=transport.get_returncode,
             kill_group=kill_group, finish=finish)
 
-    def _forkable(self, argv: list[str]) -> bool | None:
-        """For ``[python, -I, -B, SCRIPT, ...]`` with SCRIPT a file in the workdir: whether it
-        is one of the fork server's preloads byte for byte; ``None`` for any other command."""
+    def _forkable(self, argv: list[str]) -> _Script | None:
+        """For ``[python, -I, -B, SCRIPT, ...]`` with SCRIPT a regular file in the workdir:
+        which of the fork server's preloads it is byte for byte, if any; ``None`` for any
+        other command."""
         if len(argv) < 4 or argv[:3] != [self.python, "-I", "-B"] or argv[3].startswith("-"):
             return None
         try:
@@ -350,13 +358,15 @@ class LocalSandbox:
         except (OSError, ValueError):
             return None
         with os.fdopen(fd, "rb") as fh:
-            if self._server is not None and self._server.is_preload(os.fstat(fh.fileno())):
-                return True  # linked by write_file: the preload itself
+            linked = self._server.preload_named(os.fstat(fh.fileno())) if self._server else None
+            if linked is not None:  # linked by write_file: the preload itself
+                return _Script(linked)
             data = fh.read(max(map(len, self._preload.values()), default=0) + 1)
-        return any(data == preload for preload in self._preload.values())
+        return _Script(next((name for name, preload in self._preload.items() if data == preload),
+                            None))
 
     def _start_forked(self, server: ForkServer, argv: list[str], stdin: bytes | None,
-                      limits: list[tuple[int, int]], keep: bool) -> _Running:
+                      limits: list[tuple[int, int]], preload: str | None) -> _Running:
         """Start the Python script ``argv[0]`` in a child of the fork server."""
         assert self.uid is not None  # fork servers exist for bwrap-root only
         out_r, out_w = os.pipe()
@@ -374,7 +384,7 @@ class LocalSandbox:
                 in_w = -1
         try:
             status = server.start(argv, cwd=self.workdir, env=self._env(), uid=self.uid,
-                                  limits=limits, keep=keep, fds=[in_r, out_w, err_w])
+                                  limits=limits, preload=preload, fds=[in_r, out_w, err_w])
         except BaseException:
             for fd in (out_r, err_r, in_w):
                 if fd >= 0:
@@ -398,7 +408,7 @@ class LocalSandbox:
             returncode=lambda: exited.result() if exited.done() and not exited.cancelled()
             and exited.exception() is None else None,
             kill_group=lambda: None,  # a forked command is killed by its uid alone
-            finish=finish, swept=keep)
+            finish=finish, swept=preload is not None)
 
     async def close(self) -> None:
         """Kill leftovers, delete the workdir and give the uid back."""
