@@ -170,6 +170,7 @@ JUNK: dict[str, tuple[str, str]] = {  # path segment -> (reply, finish_reason)
     "cut_in_second_block": ("```\n" + GOOD + "\n```\nOr else:\n```\nRead the task and", "length"),
     # ... but never the cut text, and a closed block is checked as any other.
     "cut_after_code": ("```python\ndef f(n):\n    return n // 4\n```\nThis works because", "length"),
+    "cut_after_think": ("<think>hm</think>\n```\n" + GOOD + "\n```\nAlso", "length"),
 }
 
 
@@ -228,7 +229,7 @@ def _propose(junk_server, name: str, kind: str):
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("kind", ["noblock", "truncated", "code", "bare_code", "short", "think",
-                                  "cut_after_code"])
+                                  "cut_after_code", "cut_after_think"])
 def test_junk_replies_are_invalid_proposals(junk_server, name, kind):
     with pytest.raises(InvalidProposal):
         _propose(junk_server, name, kind)

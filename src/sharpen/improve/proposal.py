@@ -102,14 +102,14 @@ class ProposerLLM:
         completion = await self.model.complete(messages, None, call)
         self.charge(completion.usage)
         text = (completion.message.content or "").strip()
-        if completion.finish_reason == "length":
-            raise CutReply(text)
         if THINK.search(text):
             raise InvalidProposal("the proposer's reply holds <think> reasoning")
         if not text:
             raise InvalidProposal("the proposer's reply is empty")
         if len(text) > self.max_chars:
             raise InvalidProposal(f"the proposer's reply is longer than {self.max_chars} characters")
+        if completion.finish_reason == "length":  # last: the other checks hold for its text
+            raise CutReply(text)
         return text
 
 
