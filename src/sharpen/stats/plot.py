@@ -54,8 +54,8 @@ def pyplot(out_dir: Path) -> Any:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"cannot create the plot directory {out_dir}: {exc.strerror}",
-                        "pass a writable directory to --plot") from None
+        raise UserError(f"cannot create the plot folder {out_dir}: {exc.strerror}",
+                        "give --plot a folder or a .png/.svg file where you can write") from None
     return plt
 
 
