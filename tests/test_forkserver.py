@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import subprocess
+import sys
 import time
 import uuid
 import zipfile
@@ -217,3 +219,42 @@ async def test_shutdown_stops_the_servers_and_removes_their_roots() -> None:
     async with forked() as sb:  # a later sandbox starts a new one
         assert (await run_script(sb, "print(1)\n")).stdout.strip() == "1"
 
+
+
+FORKING_HOST = """
+import asyncio, os, sys
+from sharpen.sandbox.local import LocalSandbox
+
+async def once(label):
+    async with LocalSandbox(fork_server=True) as sb:
+        await sb.write_file("main.py", f"print({label!r})")
+        r = await sb.exec([sb.python, "-I", "-B", "main.py"], timeout=20)
+        return f"{r.stdout.strip()} {sb._server.root}"
+
+print(asyncio.run(once("parent")), flush=True)  # the parent's server is up
+pid = os.fork()
+if pid == 0:
+    code = 1
+    try:
+        print(asyncio.run(once("child")), flush=True)
+        code = 0
+    finally:
+        os._exit(code)
+_, status = os.waitpid(pid, 0)
+print(asyncio.run(once("parent-again")), os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+def test_a_forked_host_process_starts_its_own_server(tmp_path) -> None:
+    """After ``os.fork`` of the host (multiprocessing's default on Linux) the child must not
+    share the parent's server (its replies would go to the parent's reader thread): it starts
+    its own, and the parent's keeps working."""
+    script = tmp_path / "forking_host.py"
+    script.write_text(FORKING_HOST)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    (parent, root), (child, child_root), (again, again_root, status) = (
+        line.split() for line in r.stdout.splitlines())
+    assert (parent, child, again, status) == ("parent", "child", "parent-again", "0")
+    assert child_root != root and again_root == root

@@ -280,6 +280,23 @@ def get_forkserver(python: str, prefix: str, preload: Mapping[str, bytes]) -> Fo
         return server
 
 
+def _forget_in_child() -> None:
+    """After ``os.fork`` of this process: the child must not talk to the parent's servers (their
+    replies go to the parent's reader threads, which the child does not have), nor stop them.
+    It drops its copies of their sockets and starts servers of its own when it needs them."""
+    global _SERVERS_LOCK
+    _SERVERS_LOCK = threading.Lock()  # another thread may have held it at the fork
+    for server in [*_SERVERS.values(), *_RETIRED]:
+        if server is not None:
+            server._closed = True
+            server._sock.close()  # this process's descriptor only; no shutdown of the socket
+    _SERVERS.clear()
+    _RETIRED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 @functools.lru_cache(maxsize=16)
 def _digest(data: bytes) -> str:
     """SHA-256 of a preload (cached: every sandbox of a run passes the same bytes object)."""
