@@ -74,3 +74,8 @@ def test_a_tool_can_say_how_its_text_answer_is_phrased():
     text = protocol_instructions([move])
     assert text.startswith("To move, reply with one direction") and "python" not in text
     assert parse_text_action("```\nup\n```", [move]).arguments == {"direction": "up\n"}
+    # A reply cut inside its block is told the fix in the tool's words, not "shorter code".
+    with pytest.raises(ParseError) as cut:
+        parse_text_action("I will think step by step.\n```\nFirst, the", [move], cut_off=True)
+    assert str(cut.value) == ("Your reply was cut off before its ``` block was closed. To move, "
+                              "reply with one direction in a ``` block, and nothing else.")

@@ -94,6 +94,9 @@ def parse_text_action(text: str, tools: list[ToolSpec], *, cut_off: bool = False
             return Action(tool=tool.name, arguments={tool.text_argument: code})
     elif found:  # only an unclosed fence
         if cut_off:
+            if tool.text_hint:  # the fix in the environment's words: it wants no code
+                raise ParseError("Your reply was cut off before its ``` block was closed. "
+                                 f"{tool.text_hint}, and nothing else.")
             raise ParseError(
                 "Your reply was cut off before the code block was closed. "
                 "Write shorter code, without explanations."
