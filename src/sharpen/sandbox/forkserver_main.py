@@ -8,7 +8,8 @@ of each trusted preload zip, says ``ready`` and then serves the control socket (
 
 host → server
     ``{"id", "argv", "cwd", "env", "uid", "limits", "preload"}`` with three descriptors
-    (``SCM_RIGHTS``): the command's stdin, stdout and stderr.
+    (``SCM_RIGHTS``): the command's stdin, stdout and stderr, and for a preload a fourth, the
+    *done* pipe.
 server → host
     ``{"id", "status"}`` when that command's process has exited (negative: killed by a signal),
     or ``{"id", "error"}`` when it could not be forked.
@@ -20,8 +21,12 @@ every capability, and bubblewrap set ``no_new_privs``), its working directory an
 The child then runs ``argv[0]`` as ``python -I -B argv[0] argv[1:]`` would, with the
 preloaded modules already imported when ``preload`` names the preload the script is, kills
 every other process of its uid (as the end of a fresh sandbox's pid namespace would) and exits
-with the script's status. A script that leaves by ``os._exit`` or a signal skips that kill, so
-the host sweeps the uid itself unless the script was a (trusted) preload that exited 0.
+with the script's status. A preload that still holds the done pipe at its end (it ran no
+untrusted code in this process: one that does, like the harness's worker, closes the pipe
+before) then closes its stdio and writes that status to the pipe before its own teardown, so
+the host need not wait for the server to reap it. A script that leaves by ``os._exit`` or a
+signal skips the kill (and the done message), so the host sweeps the uid itself unless a done
+message came.
 """
 
 from __future__ import annotations
@@ -79,9 +84,13 @@ def run_child(req, fds, preloaded, mains):
     code = 127
     try:
         os.setsid()
-        for target, fd in enumerate(fds):
+        for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
-        os.closerange(3, max(os.sysconf("SC_OPEN_MAX"), 256))
+        main = mains.get(req["preload"]) if req["preload"] else None
+        # Only a preload may say it is done: untrusted code never gets the pipe here, and a
+        # preload closes it before running any in this process (the harness's worker does).
+        done = os.dup2(fds[3], 3, inheritable=False) if len(fds) > 3 and main else -1
+        os.closerange(3 if done < 0 else 4, max(os.sysconf("SC_OPEN_MAX"), 256))
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for which, value in req["limits"]:
@@ -96,7 +105,6 @@ def run_child(req, fds, preloaded, mains):
         os.environ.clear()
         os.environ.update(req["env"])
         sys.argv = list(req["argv"])
-        main = mains.get(req["preload"]) if req["preload"] else None
         if main is None:
             for name in preloaded:
                 sys.modules.pop(name, None)
@@ -117,6 +125,9 @@ def run_child(req, fds, preloaded, mains):
         # a process forking meanwhile cannot leave a child behind).
         with contextlib.suppress(OSError):  # ESRCH: none left
             os.kill(-1, signal.SIGKILL)
+        if done >= 0:  # the output is complete and nothing of the uid is left: tell the host
+            os.closerange(0, 3)
+            os.write(done, b"%d" % code)
     finally:
         os._exit(code)
 
@@ -186,7 +197,7 @@ def serve(ctl, preloaded, mains):
         if ctl not in ready:
             continue
         try:
-            data, fds, _flags, _addr = socket.recv_fds(ctl, MAX_MESSAGE, 3)
+            data, fds, _flags, _addr = socket.recv_fds(ctl, MAX_MESSAGE, 4)
         except OSError:
             return
         if not data:
@@ -194,8 +205,8 @@ def serve(ctl, preloaded, mains):
         req = None
         try:
             req = json.loads(data)
-            if len(fds) != 3:
-                raise ValueError("expected 3 descriptors, got %d" % len(fds))
+            if len(fds) not in (3, 4):
+                raise ValueError("expected 3 or 4 descriptors, got %d" % len(fds))
             pid = os.fork()
         except (OSError, ValueError) as exc:
             for fd in fds:

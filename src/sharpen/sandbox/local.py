@@ -17,6 +17,7 @@ group when the wall-clock timeout fires.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import errno
@@ -48,6 +49,7 @@ from sharpen.sandbox.child import (
     prlimit_argv,
     rlimits,
 )
+from sharpen.sandbox.forked import ForkedProcess, read_done
 from sharpen.sandbox.forkserver import (
     FORKSERVER_LABEL,
     ForkServer,
@@ -114,8 +116,10 @@ class _Running:
     finish: Callable[[], Awaitable[None]]
     """Release what the start took (after the kills)."""
     swept: bool = False
-    """Exit status 0 means every other process of the uid was killed as the command ended
-    (a forked preload: see :mod:`sharpen.sandbox.forkserver_main`)."""
+    """Every other process of the uid was killed as the command ended (a forked preload said
+    so on its done pipe: see :mod:`sharpen.sandbox.forkserver_main`)."""
+    done_fd: int = -1
+    """The read end of that done pipe while it is watched (-1: none)."""
 
 
 class LocalSandbox:
@@ -261,11 +265,7 @@ class LocalSandbox:
         """
         if self._closed:
             raise RuntimeError("sandbox is closed")
-        nproc = self.processes
-        if os.geteuid() != 0:  # RLIMIT_NPROC counts every process of the user
-            nproc += len(pids_of_uid(os.getuid()))
-        cpu = self.cpu_seconds if self.cpu_seconds is not None else int(timeout) + 1
-        limits = rlimits(cpu, self.memory_bytes, self.file_size_bytes, self.open_files, nproc)
+        limits = self._limits(timeout)
         start = time.monotonic()
         if self.uid is not None:  # (should the spawn fail, it stays counted: close kills)
             self._uid_state.running += 1
@@ -290,9 +290,9 @@ class LocalSandbox:
             # then every process of the pool uid, which catches daemons that left the group.
             run.kill_group()
             if self.uid is not None:
-                # A preloaded (trusted) script that exited 0 in a forked child was followed
-                # by the child's own kill(-1) as the uid: nothing of the uid is left to find.
-                swept = run.swept and not timed_out and run.returncode() == 0
+                # A preloaded (trusted) script in a forked child that said "done" had killed
+                # every other process of the uid: nothing of the uid is left to find.
+                swept = run.swept and not timed_out
                 none_left = swept or await asyncio.to_thread(kill_uid, self.uid)
                 self._uid_state.running -= 1
                 self._uid_state.clean = none_left and self._uid_state.running == 0
@@ -309,6 +309,59 @@ class LocalSandbox:
             truncated=outs[0][1] or outs[1][1],
             seconds=time.monotonic() - start,
         )
+
+    def _limits(self, timeout: float) -> list[tuple[int, int]]:
+        nproc = self.processes
+        if os.geteuid() != 0:  # RLIMIT_NPROC counts every process of the user
+            nproc += len(pids_of_uid(os.getuid()))
+        cpu = self.cpu_seconds if self.cpu_seconds is not None else int(timeout) + 1
+        return rlimits(cpu, self.memory_bytes, self.file_size_bytes, self.open_files, nproc)
+
+    @property
+    def forks_preloads(self) -> bool:
+        """Whether :meth:`start_preload` works: a fork server runs this sandbox's scripts."""
+        return self._server is not None
+
+    def start_preload(self, name: str, args: Sequence[str] = (), *, stdin: int, stdout: int,
+                      stderr: int, timeout: float = 10.0) -> ForkedProcess:
+        """Start the preload ``name`` (a key of ``preload``) with ``args`` in a child of the
+        fork server, in the workdir, as the sandbox's uid, under its limits (CPU seconds from
+        ``timeout`` as in :meth:`exec`), its stdin, stdout and stderr being the caller's
+        descriptors (left open here). For callers that talk to the process themselves, from
+        a worker thread: :class:`~sharpen.sandbox.forked.ForkedProcess` blocks. Not to be
+        mixed with a concurrent :meth:`exec` on the same sandbox.
+
+        Raises :class:`~sharpen.sandbox.forkserver.ForkServerError` when no fork server runs
+        this sandbox (see :attr:`forks_preloads`) or it is gone, ``KeyError`` for an unknown
+        preload."""
+        if self._closed:
+            raise RuntimeError("sandbox is closed")
+        if self._server is None:
+            raise ForkServerError("this sandbox has no fork server")
+        if name not in self._preload:
+            raise KeyError(f"no preload named {name!r}")
+        assert self.uid is not None  # fork servers exist for bwrap-root only
+        uid, state = self.uid, self._uid_state
+        done_r, done_w = os.pipe()
+        state.running += 1
+        state.clean = False
+        try:
+            status = self._server.start([name, *args], cwd=self.workdir, env=self._env(),
+                                        uid=uid, limits=self._limits(timeout), preload=name,
+                                        fds=[stdin, stdout, stderr, done_w])
+        except BaseException:
+            os.close(done_r)
+            state.running -= 1
+            raise
+        finally:
+            os.close(done_w)
+
+        def settled(ended: bool, clean: bool) -> None:
+            if ended:
+                state.running -= 1
+            state.clean = clean and state.running == 0
+
+        return ForkedProcess(status, done_r, kill_uid=lambda: kill_uid(uid), settled=settled)
 
     async def _start_fresh(self, argv: list[str], stdin: bytes | None,
                            limits: list[tuple[int, int]]) -> _Running:
@@ -367,11 +420,18 @@ class LocalSandbox:
 
     def _start_forked(self, server: ForkServer, argv: list[str], stdin: bytes | None,
                       limits: list[tuple[int, int]], preload: str | None) -> _Running:
-        """Start the Python script ``argv[0]`` in a child of the fork server."""
+        """Start the Python script ``argv[0]`` in a child of the fork server.
+
+        A preload (trusted) also gets a *done* pipe: its child writes the exit status there
+        once the script has ended and every other process of the uid is dead, before its own
+        teardown, so the command counts as finished (and swept) without waiting for the
+        server to reap it."""
         assert self.uid is not None  # fork servers exist for bwrap-root only
+        loop = asyncio.get_running_loop()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         in_r, in_w = os.pipe() if stdin is not None else (os.open(os.devnull, os.O_RDONLY), -1)
+        done_r, done_w = os.pipe() if preload is not None else (-1, -1)
         rest = b""
         if stdin is not None:  # what fits in the pipe goes in now: the child finds it waiting
             os.set_blocking(in_w, False)
@@ -382,24 +442,51 @@ class LocalSandbox:
             if not rest:
                 os.close(in_w)
                 in_w = -1
+        theirs = [in_r, out_w, err_w] + ([done_w] if done_w >= 0 else [])
         try:
             status = server.start(argv, cwd=self.workdir, env=self._env(), uid=self.uid,
-                                  limits=limits, preload=preload, fds=[in_r, out_w, err_w])
+                                  limits=limits, preload=preload, fds=theirs)
         except BaseException:
-            for fd in (out_r, err_r, in_w):
+            for fd in (out_r, err_r, in_w, done_r):
                 if fd >= 0:
                     os.close(fd)
             raise
         finally:
-            for fd in (in_r, out_w, err_w):
+            for fd in theirs:
                 os.close(fd)
-        exited = asyncio.wrap_future(status)
+        exited: asyncio.Future[int] = loop.create_future()
+
+        def settle(code: int | None, exc: BaseException | None = None) -> None:
+            if not exited.done():
+                exited.set_result(code) if exc is None else exited.set_exception(exc)
+
+        def on_status(fut: concurrent.futures.Future[int]) -> None:  # the server's reader thread
+            exc = fut.exception()
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(settle, None if exc else fut.result(), exc)
+
+        status.add_done_callback(on_status)
+
+        def stop_done() -> None:
+            if run.done_fd >= 0:
+                loop.remove_reader(run.done_fd)
+                os.close(run.done_fd)
+                run.done_fd = -1
+
+        def on_done() -> None:
+            code = read_done(done_r)
+            stop_done()
+            if code is not None:
+                run.swept = True
+                settle(code)
+            # else the child ended without a word (os._exit, a signal): the server reaps it
 
         async def finish() -> None:
             if not exited.done():
                 await asyncio.wait([exited], timeout=5.0)
+            stop_done()
 
-        return _Running(
+        run = _Running(
             readers=[asyncio.ensure_future(drain_fd(fd, self.output_limit))
                      for fd in (out_r, err_r)],
             feeder=asyncio.ensure_future(feed_fd(in_w, rest) if in_w >= 0
@@ -408,7 +495,10 @@ class LocalSandbox:
             returncode=lambda: exited.result() if exited.done() and not exited.cancelled()
             and exited.exception() is None else None,
             kill_group=lambda: None,  # a forked command is killed by its uid alone
-            finish=finish, swept=preload is not None)
+            finish=finish, done_fd=done_r)
+        if done_r >= 0:
+            loop.add_reader(done_r, on_done)
+        return run
 
     async def close(self) -> None:
         """Kill leftovers, delete the workdir and give the uid back."""
