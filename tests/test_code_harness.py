@@ -25,6 +25,7 @@ from conftest import procs_with
 
 from sharpen.envs.code.problem import CodeProblem
 from sharpen.envs.code.verifier import TestReport, _parse_report, harness_sandbox, run_tests
+from sharpen.sandbox.closing import wait_closed
 from sharpen.sandbox.forkserver import FORKSERVER_LABEL
 from sharpen.sandbox.local import LocalSandbox, bwrap_usable
 
@@ -81,6 +82,9 @@ def needs_uid(mode: str) -> None:
 async def hostile(program: str, mode: str, timeout: float = 3.0) -> TestReport:
     start = time.monotonic()
     report = await run_tests(program, ADD, timeout=timeout, sandbox_factory=factory(mode))
+    # With a fork server the sandbox is closed (its uid swept) in the background right after
+    # the verdict; everything below checks the state once that is done.
+    await wait_closed()
     assert time.monotonic() - start < timeout + SLACK
     assert not report.all_passed
     return report
@@ -199,6 +203,31 @@ async def test_a_huge_report_still_fits_the_output_cap() -> None:
     assert r.error is None and r.total == 3000 and r.passed == 2000
     assert r.results and not any(c.passed for c in r.results)
     assert r.feedback_text().startswith("2000/3000 tests passed.")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_where_the_tests_run(mode: str, capfd: pytest.CaptureFixture[str]) -> None:
+    """With a fork server the checker is a thread of this process (the tests never enter the
+    sandbox) and the sandbox closes in the background after the verdict; elsewhere the
+    checker is the sandbox's main thread. Test code's prints reach no one either way."""
+    made: list[LocalSandbox] = []
+
+    def tracked() -> LocalSandbox:
+        made.append(factory(mode)())
+        return made[-1]
+
+    where = "sharpen-checker" if mode == "forkserver" else "MainThread"
+    problem = ADD.model_copy(update={"test": (
+        "import threading\n"
+        "def check(candidate):\n"
+        "    print('sharpen-test-print')\n"
+        f"    assert threading.current_thread().name.startswith({where!r})\n"
+        "    assert candidate(1, 2) == 3\n")})
+    report = await run_tests(ADD.reference or "", problem, sandbox_factory=tracked)
+    assert report.all_passed and report.total == 1, report  # the thread check is setup
+    assert "sharpen-test-print" not in capfd.readouterr().out
+    await wait_closed()
+    assert made[0]._closed and not os.path.exists(made[0].workdir)
 
 
 # --------------------------------------------------------------------------- hostile programs

@@ -35,6 +35,7 @@ from sharpen.run.progress import RunProgress
 from sharpen.run.retry import RetryingModel
 from sharpen.run.summary import RunSummary, SummaryBuilder
 from sharpen.run.writer import StoreWriter
+from sharpen.sandbox.closing import wait_closed
 from sharpen.store import Store
 
 RETRY_ON_RESUME = ("infra",)
@@ -153,6 +154,7 @@ class Runner:
         finally:
             writes.shutdown()  # every finished episode is stored before we report
             await model.aclose()
+            await wait_closed()  # sandboxes still closing in the background
             if status != "finished":
                 # Episodes saved while being cancelled never reached the tally: recount.
                 tally = SummaryBuilder()

@@ -4,8 +4,9 @@
 :mod:`sharpen.envs.code.harness` package, zipped as ``harness.pyz`` by
 :mod:`sharpen.envs.code.bundle`) into a fresh sandbox, sends the trusted material (context,
 tests, entry point, time limit) to the harness on stdin, and parses the one-line JSON report it
-prints last. The hidden tests never exist as a file the candidate could read; see the harness
-package for the full design.
+prints last. With a fork server the checker runs on the host instead and only the candidate's
+worker in the sandbox (:mod:`sharpen.envs.code.checking`). The hidden tests never exist as a
+file the candidate could read; see the harness package for the full design.
 Anything missing or garbled in the answer is a failed program (``error`` set), never a pass.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from sharpen.envs.code.bundle import harness_bundle
+from sharpen.envs.code.checking import check_on_host
 from sharpen.envs.code.problem import CodeProblem
 from sharpen.sandbox.base import Sandbox
 from sharpen.sandbox.isolation import detect_isolation
@@ -104,8 +106,16 @@ def _parse_report(stdout: str) -> TestReport | None:
         return None
     try:
         data: Any = json.loads(lines[-1])
+    except ValueError:
+        return None
+    return _report(data)
+
+
+def _report(data: Any) -> TestReport | None:
+    """The checker's report as a :class:`TestReport`, ``None`` if it does not hold up."""
+    try:
         report = TestReport.model_validate(data)
-    except (ValueError, ValidationError):
+    except ValidationError:
         return None
     # The counts must agree with the per-case results. A very large report lists only its
     # failed cases (to fit the output cap); otherwise the counts are derived from the cases.
@@ -143,7 +153,21 @@ async def run_tests(
     timeout: float = 10.0,
     sandbox_factory: Callable[[], Sandbox] = harness_sandbox,
 ) -> TestReport:
-    """Run ``program`` against ``problem``'s hidden tests; ``timeout`` bounds the whole run."""
+    """Run ``program`` against ``problem``'s hidden tests; ``timeout`` bounds the whole run.
+
+    With a fork server (the default sandbox under privileged bubblewrap) the checker runs in
+    this process and only the candidate's worker in the sandbox
+    (:mod:`sharpen.envs.code.checking`); otherwise the whole harness runs in the sandbox."""
+    sandbox = sandbox_factory()
+    if getattr(sandbox, "forks_preloads", False):
+        try:
+            await sandbox.write_file("solution.py", program)
+        except BaseException:
+            await sandbox.close()
+            raise
+        data = await check_on_host(sandbox, "solution.py", problem, timeout, HARNESS)
+        return _report(data) or TestReport(passed=0, total=0,
+                                           error="the test harness gave no usable report")
     payload = json.dumps({
         "program": "solution.py",
         "entry_point": problem.entry_point,
@@ -151,7 +175,6 @@ async def run_tests(
         "test": problem.test,
         "timeout": timeout,
     }).encode("utf-8")
-    sandbox = sandbox_factory()
     try:
         await sandbox.write_file("solution.py", program)
         await sandbox.write_file(HARNESS, harness_bundle())

@@ -18,4 +18,8 @@ An early exit or a crash of the candidate ends only its worker and fails the sta
 serving; an object whose ``__eq__`` always returns true cannot cross the RPC. Exactly one JSON
 line, the report, is written to the checker's stdout; anything missing or garbled counts as
 failure on the host.
+
+Where the sandbox has a fork server, the host plays the checker itself with the same
+:class:`.checker.Harness` (:mod:`sharpen.envs.code.checking`) and only workers
+(``harness.pyz --worker``) run in the sandbox.
 """

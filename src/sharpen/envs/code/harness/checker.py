@@ -125,18 +125,28 @@ class Harness:
                 raise WorkerDied("the program crashed too many times; giving up")
             self.restarts += 1
             self.worker = None
-            w = self.worker = Worker.spawn(self.out_fd, self.bundle)
+            w = self.worker = self.new_worker()
         if not w.ready:
             w.handshake(self.wcfg, self.deadline)
         return w
 
+    def new_worker(self):
+        """A replacement for a worker that died: a fresh interpreter (this process holds the
+        tests now, so it must not fork)."""
+        return Worker.spawn(self.out_fd, self.bundle)
+
+    def namespace(self):
+        """The fresh namespace the context and the tests run in."""
+        return {"__name__": "__checker__", "__builtins__": builtins}
+
     def run(self):
+        """Run every test case; ``(results, error)``."""
         cfg = self.cfg
         if self.worker is not None:  # it imports the program while the tests are planned
             with contextlib.suppress(CallTimeout, WorkerDied):  # the first call starts another
                 self.worker.configure(self.wcfg, self.deadline)
         test_src = cfg["test"]
-        ns = {"__name__": "__checker__", "__builtins__": builtins}
+        ns = self.namespace()
         exec(compile(cfg.get("context", ""), "<context>", "exec"), ns)
         tree = ast.parse(test_src, "<test>")
         exec(compile(tree, "<test>", "exec"), ns)
@@ -221,7 +231,7 @@ def _protect():
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
-def _fit(report):
+def fit_report(report):
     """Shrink the report until its JSON fits ``REPORT_BUDGET`` bytes: shorter sources and
     messages first, then only the failed cases (``passed``/``total`` keep the true counts)."""
     text = json.dumps(report)
@@ -271,6 +281,6 @@ def main():
         last = harness.worker if harness is not None else worker
         if last is not None:
             last.kill(reap=False)
-    data = (_fit(report) + "\n").encode("ascii")
+    data = (fit_report(report) + "\n").encode("ascii")
     while data:
         data = data[os.write(report_fd, data):]
