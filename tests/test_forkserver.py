@@ -279,71 +279,47 @@ ECHO = zip_app(
     "        os.setsid()\n"
     "        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)',"
     " sys.argv[-1]])\n"
-    "if 'untrusted' in sys.argv:\n"
-    "    os.close(3)  # as the harness's worker does before it imports a program\n"
-    "    os.kill = lambda *args: None  # ... which could undo the child's final sweep\n"
+    "    os.kill = lambda *args: None  # nothing the command does to itself stops the sweep\n"
     "for line in sys.stdin:\n"
     "    print(line.strip().upper(), flush=True)\n")
+
+
+def pipes_to(sb: LocalSandbox, args: list[str]):
+    """Start ``echo.pyz`` with ``args``: (process, write end of its stdin, read end of its
+    stdout)."""
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    proc = sb.start_preload("echo.pyz", args, stdin=to_r, stdout=from_w, stderr=from_w)
+    os.close(to_r)
+    os.close(from_w)
+    return proc, to_w, from_r
 
 
 async def test_a_started_preload_talks_through_the_callers_pipes() -> None:
     marker = f"sharpen-daemon-{uuid.uuid4().hex}"
     async with forked(preload={"echo.pyz": ECHO}) as sb:
-        for args, swept in ((["daemon", marker], True),
-                            (["untrusted", "daemon", marker], False)):
-            to_r, to_w = os.pipe()
-            from_r, from_w = os.pipe()
-            proc = sb.start_preload("echo.pyz", args, stdin=to_r, stdout=from_w, stderr=from_w)
-            os.close(to_r)
-            os.close(from_w)
-            os.write(to_w, b"hello\n")
-            assert os.read(from_r, 100) == b"HELLO\n"
-            assert proc.poll() is None  # still serving
-            os.close(to_w)
-            assert await asyncio.to_thread(proc.wait, 10.0) == 0
-            os.close(from_r)
-            # A preload that kept its done pipe to the end killed what it left itself; one that
-            # closed it (it may have run untrusted code) leaves the sweep to the host.
-            assert proc.swept is swept
-            if swept:
-                assert procs_with(marker) == []
-            else:
-                assert procs_with(marker) != []
-                await asyncio.to_thread(proc.kill)
-                assert procs_with(marker) == []
-            proc.close()
+        proc, to_w, from_r = pipes_to(sb, ["daemon", marker])
+        os.write(to_w, b"hello\n")
+        assert os.read(from_r, 100) == b"HELLO\n"
+        assert proc.poll() is None and procs_with(marker) != []  # still serving
+        os.close(to_w)
+        # It ends when its input does; the server reaps it, then kills what it left behind.
+        assert await asyncio.to_thread(proc.wait, 10.0) == 0
+        assert proc.swept and procs_with(marker) == []
+        os.close(from_r)
+        # A kill from the host: the process and what it started, at once.
+        proc, to_w, from_r = pipes_to(sb, ["daemon", marker])
+        os.write(to_w, b"again\n")
+        assert os.read(from_r, 100) == b"AGAIN\n" and procs_with(marker) != []
+        start = time.monotonic()
+        await asyncio.to_thread(proc.kill)
+        assert proc.returncode is not None and proc.returncode < 0 and proc.swept
+        assert procs_with(marker) == [] and time.monotonic() - start < 2.0
+        os.close(to_w)
+        os.close(from_r)
         with pytest.raises(KeyError):
             sb.start_preload("nope.pyz", stdin=0, stdout=1, stderr=2)
     async with LocalSandbox(fork_server=False) as plain:
         assert not plain.forks_preloads
         with pytest.raises(ForkServerError):
             plain.start_preload("echo.pyz", stdin=0, stdout=1, stderr=2)
-
-
-async def test_program_code_in_a_harness_worker_cannot_say_it_is_done() -> None:
-    """The worker closes the done pipe before it imports the program: a program that writes
-    a status to descriptor 3 reaches nothing, and the host sweeps the uid itself."""
-    async with harness_sandbox() as sb:
-        await sb.write_file("solution.py", (
-            "import os\n"
-            "try:\n    os.write(3, b'0')\n    WROTE = 'wrote'\n"
-            "except OSError as e:\n    WROTE = type(e).__name__\n"
-            "def f():\n    return WROTE\n"))
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        proc = sb.start_preload(HARNESS, ["--worker"], stdin=to_r, stdout=from_w, stderr=2)
-        os.close(to_r)
-        os.close(from_w)
-        os.write(to_w, b'{"program": "%s/solution.py", "entry_point": "f"}\n'
-                 b'{"args": [], "kwargs": {}}\n' % sb.workdir.encode())
-        replies = b""
-        while replies.count(b"\n") < 2:
-            chunk = await asyncio.to_thread(os.read, from_r, 4096)
-            assert chunk, replies
-            replies += chunk
-        assert replies.splitlines() == [b'{"ready": true}', b'{"ok": "OSError"}']
-        os.close(to_w)
-        assert await asyncio.to_thread(proc.wait, 10.0) == 0
-        assert not proc.swept
-        os.close(from_r)
-        proc.close()

@@ -1,41 +1,41 @@
-"""Closing sandboxes in the background, and waiting for that.
+"""Sandboxes that are being closed in the background, and waiting for them.
 
 A caller that has what it needs from a sandbox (a code checker with its verdict) should not
-wait for the sandbox's last process to end, its uid to be swept and its workdir removed:
-:func:`close_later` does that in a task of the running event loop, and :func:`wait_closed`
-waits for every such task of the loop (the runner calls it before a run ends, so a finished
-run leaves no sandbox behind).
+wait for the sandbox's last process to end, its uid to be swept and its workdir removed. It
+does that work in a thread after handing over its result and registers the thread's future
+with :func:`closing`; :func:`wait_closed` waits for every such future (the runner calls it
+before a run ends, so a finished run leaves no sandbox behind).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import concurrent.futures
+import threading
 
-from sharpen.sandbox.base import Sandbox
-
-_CLOSING: set[asyncio.Task[None]] = set()
-"""Pending closes (strong references: a task is otherwise only weakly held by its loop)."""
-
-
-def close_later(sandbox: Sandbox, before: Callable[[], object] | None = None) -> None:
-    """Close ``sandbox`` in the background, after ``before`` (blocking, run in a thread) if
-    given. Needs a running event loop."""
-    task = asyncio.ensure_future(_close(sandbox, before))
-    _CLOSING.add(task)
-    task.add_done_callback(_CLOSING.discard)
+_PENDING: set[concurrent.futures.Future[object]] = set()
+_LOCK = threading.Lock()
 
 
-async def _close(sandbox: Sandbox, before: Callable[[], object] | None) -> None:
-    try:
-        if before is not None:
-            await asyncio.to_thread(before)
-    finally:
-        await sandbox.close()
+def closing(future: concurrent.futures.Future[object]) -> None:
+    """Count ``future`` (a thread's work that ends with closing a sandbox) as pending until it
+    is done."""
+    with _LOCK:
+        _PENDING.add(future)
+    future.add_done_callback(_forget)
+
+
+def _forget(future: concurrent.futures.Future[object]) -> None:
+    with _LOCK:
+        _PENDING.discard(future)
 
 
 async def wait_closed() -> None:
-    """Wait until every sandbox handed to :func:`close_later` on this loop is closed."""
-    loop = asyncio.get_running_loop()
-    while pending := [t for t in _CLOSING if t.get_loop() is loop and not t.done()]:
-        await asyncio.gather(*pending, return_exceptions=True)
+    """Wait until every sandbox registered with :func:`closing` is closed (errors in that work
+    were the closing thread's to report; they are not raised here)."""
+    while True:
+        with _LOCK:
+            pending = [f for f in _PENDING if not f.done()]
+        if not pending:
+            return
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in pending), return_exceptions=True)

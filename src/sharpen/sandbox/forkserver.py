@@ -39,6 +39,7 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from sharpen.sandbox.bwrap import wrap_forkserver
 from sharpen.sandbox.host import SAFE_PATH
@@ -58,6 +59,15 @@ class ForkServerError(RuntimeError):
     """The fork server could not start, could not fork, or died."""
 
 
+class Exit(NamedTuple):
+    """How a command of the fork server ended."""
+
+    status: int
+    """Its exit status (negative: killed by that signal)."""
+    swept: bool
+    """Every other process of its uid was killed after it (see ``forkserver_main``)."""
+
+
 class ForkServer:
     """A warm interpreter under privileged bubblewrap that runs each command in a fresh child.
 
@@ -72,7 +82,7 @@ class ForkServer:
         self.root = os.path.realpath(tempfile.mkdtemp(prefix="sharpen-forkserver-"))
         os.chmod(self.root, 0o711)  # pool uids may enter their own workdirs, never list them
         self._lock = threading.Lock()
-        self._pending: dict[int, concurrent.futures.Future[int]] = {}
+        self._pending: dict[int, concurrent.futures.Future[Exit]] = {}
         self._next_id = 0
         self._ready = threading.Event()
         self._error: str | None = None
@@ -160,7 +170,7 @@ class ForkServer:
             if fut is None:
                 continue
             if "status" in msg:
-                fut.set_result(int(msg["status"]))
+                fut.set_result(Exit(int(msg["status"]), msg.get("swept") is True))
             else:
                 fut.set_exception(ForkServerError(f"could not fork: {msg.get('error')}"))
         # The server is gone: nothing pending will ever finish.
@@ -178,16 +188,17 @@ class ForkServer:
 
     def start(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], uid: int,
               limits: Sequence[tuple[int, int]], preload: str | None,
-              fds: Sequence[int]) -> concurrent.futures.Future[int]:
+              fds: Sequence[int]) -> tuple[int, concurrent.futures.Future[Exit]]:
         """Fork a child that runs the Python script ``argv[0]`` with ``argv[1:]`` (see
         :mod:`sharpen.sandbox.forkserver_main`); ``fds`` become its stdin, stdout and stderr.
         ``preload``: the name of the preload the script is byte for byte, so that the child
-        runs it on the modules already imported (``None``: they are dropped first). The
-        future's result is the exit status (negative: signal).
+        runs it on the modules already imported (``None``: they are dropped first). Returns
+        the command's id (for :meth:`kill`) and a future of how it ended: set once the child
+        has exited and its uid has been swept.
         """
         if not self.alive:
             raise ForkServerError(f"the sandbox fork server is not running: {self._error}")
-        fut: concurrent.futures.Future[int] = concurrent.futures.Future()
+        fut: concurrent.futures.Future[Exit] = concurrent.futures.Future()
         with self._lock:
             self._next_id += 1
             ident = self._next_id
@@ -200,7 +211,13 @@ class ForkServer:
             with self._lock:
                 self._pending.pop(ident, None)
             raise ForkServerError(f"the sandbox fork server is gone: {exc}") from None
-        return fut
+        return ident, fut
+
+    def kill(self, ident: int) -> None:
+        """Kill command ``ident`` and every process of its uid if it still runs (its future
+        follows, once it is reaped and its uid swept)."""
+        with contextlib.suppress(OSError):  # the server is gone: so is the command
+            self._sock.send(json.dumps({"kill": ident}).encode())
 
     def lease_uid(self) -> UidLease:
         """A pool uid for one sandbox: one this server holds already and whose processes are

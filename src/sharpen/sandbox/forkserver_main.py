@@ -8,25 +8,23 @@ of each trusted preload zip, says ``ready`` and then serves the control socket (
 
 host → server
     ``{"id", "argv", "cwd", "env", "uid", "limits", "preload"}`` with three descriptors
-    (``SCM_RIGHTS``): the command's stdin, stdout and stderr, and for a preload a fourth, the
-    *done* pipe.
+    (``SCM_RIGHTS``): the command's stdin, stdout and stderr; or ``{"kill": id}``: kill that
+    command's process, and every process of its uid, now.
 server → host
-    ``{"id", "status"}`` when that command's process has exited (negative: killed by a signal),
-    or ``{"id", "error"}`` when it could not be forked.
+    ``{"id", "status", "swept"}`` once that command's process has exited (``status`` negative:
+    killed by a signal) and every other process of its uid has been killed (``swept``: false if
+    that could not be done), or ``{"id", "error"}`` when it could not be forked.
 
 The server itself never runs a command: each one runs in a child forked for it, which before
 the command's first instruction gets its own session, its three descriptors and no other,
 default signal handlers, the rlimits, the command's uid (``setuid`` to a non-zero uid clears
 every capability, and bubblewrap set ``no_new_privs``), its working directory and environment.
 The child then runs ``argv[0]`` as ``python -I -B argv[0] argv[1:]`` would, with the
-preloaded modules already imported when ``preload`` names the preload the script is, kills
-every other process of its uid (as the end of a fresh sandbox's pid namespace would) and exits
-with the script's status. A preload that still holds the done pipe at its end (it ran no
-untrusted code in this process: one that does, like the harness's worker, closes the pipe
-before) then closes its stdio and writes that status to the pipe before its own teardown, so
-the host need not wait for the server to reap it. A script that leaves by ``os._exit`` or a
-signal skips the kill (and the done message), so the host sweeps the uid itself unless a done
-message came.
+preloaded modules already imported when ``preload`` names the preload the script is, and exits
+with the script's status. When the server has reaped it, a *sweeper* forked from the server
+becomes the uid and kills every process of it (as the end of a fresh sandbox's pid namespace
+would), so nothing the command started outlives it, whatever the command did to its own
+process; only then is the status sent.
 """
 
 from __future__ import annotations
@@ -84,13 +82,9 @@ def run_child(req, fds, preloaded, mains):
     code = 127
     try:
         os.setsid()
-        for target, fd in enumerate(fds[:3]):
+        for target, fd in enumerate(fds):
             os.dup2(fd, target)
-        main = mains.get(req["preload"]) if req["preload"] else None
-        # Only a preload may say it is done: untrusted code never gets the pipe here, and a
-        # preload closes it before running any in this process (the harness's worker does).
-        done = os.dup2(fds[3], 3, inheritable=False) if len(fds) > 3 and main else -1
-        os.closerange(3 if done < 0 else 4, max(os.sysconf("SC_OPEN_MAX"), 256))
+        os.closerange(3, max(os.sysconf("SC_OPEN_MAX"), 256))
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for which, value in req["limits"]:
@@ -105,6 +99,7 @@ def run_child(req, fds, preloaded, mains):
         os.environ.clear()
         os.environ.update(req["env"])
         sys.argv = list(req["argv"])
+        main = mains.get(req["preload"]) if req["preload"] else None
         if main is None:
             for name in preloaded:
                 sys.modules.pop(name, None)
@@ -120,16 +115,31 @@ def run_child(req, fds, preloaded, mains):
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):  # a closed stream: nothing to flush
                 stream.flush()
-        # As when a sandbox's pid namespace ends with its first process: whatever the command
-        # started dies with it (kill(-1) as the uid reaches exactly the uid's processes, and
-        # a process forking meanwhile cannot leave a child behind).
-        with contextlib.suppress(OSError):  # ESRCH: none left
-            os.kill(-1, signal.SIGKILL)
-        if done >= 0:  # the output is complete and nothing of the uid is left: tell the host
-            os.closerange(0, 3)
-            os.write(done, b"%d" % code)
     finally:
         os._exit(code)
+
+
+def sweep(uid):
+    """Fork a sweeper that becomes ``uid`` and kills every process of it: ``kill(-1)`` as the
+    uid reaches exactly the uid's processes, at once (one forking meanwhile cannot leave a
+    child behind). Its pid, or ``None`` if it could not be forked. It exits 0 only if its kill
+    ran (a process of the uid may kill it first: then it exits by that signal)."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # pragma: no cover - the child never returns
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            with contextlib.suppress(ProcessLookupError):  # none left
+                os.kill(-1, signal.SIGKILL)
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
 
 
 def run_script(path, main=None):
@@ -175,7 +185,10 @@ def serve(ctl, preloaded, mains):
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
-    running = {}
+    commands = {}  # pid -> (id, uid): command processes
+    pids = {}  # id -> pid of a running command
+    sweepers = {}  # pid -> (id, the command's status)
+    killers = set()  # pids of sweepers that kill a running command
     while True:
         ready = select.select([ctl, wake_r], [], [])[0]
         if wake_r in ready:
@@ -185,19 +198,32 @@ def serve(ctl, preloaded, mains):
                         break
                 except BlockingIOError:
                     break
-        while running:
+        while commands or sweepers or killers:
             try:
                 pid, raw = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
-            if pid in running:
-                send(ctl, {"id": running.pop(pid), "status": os.waitstatus_to_exitcode(raw)})
+            if pid in commands:
+                ident, uid = commands.pop(pid)
+                pids.pop(ident, None)
+                status = os.waitstatus_to_exitcode(raw)
+                sweeper = sweep(uid)
+                if sweeper is None:
+                    send(ctl, {"id": ident, "status": status, "swept": False})
+                else:
+                    sweepers[sweeper] = (ident, status)
+            elif pid in sweepers:
+                ident, status = sweepers.pop(pid)
+                send(ctl, {"id": ident, "status": status,
+                           "swept": os.waitstatus_to_exitcode(raw) == 0})
+            else:
+                killers.discard(pid)
         if ctl not in ready:
             continue
         try:
-            data, fds, _flags, _addr = socket.recv_fds(ctl, MAX_MESSAGE, 4)
+            data, fds, _flags, _addr = socket.recv_fds(ctl, MAX_MESSAGE, 3)
         except OSError:
             return
         if not data:
@@ -205,8 +231,15 @@ def serve(ctl, preloaded, mains):
         req = None
         try:
             req = json.loads(data)
-            if len(fds) not in (3, 4):
-                raise ValueError("expected 3 or 4 descriptors, got %d" % len(fds))
+            if "kill" in req:
+                # Not os.kill: without CAP_KILL the server may not signal another uid. A
+                # sweeper kills the command with its uid; its reap brings the usual sweep.
+                pid = pids.get(req["kill"])
+                if pid is not None and (killer := sweep(commands[pid][1])) is not None:
+                    killers.add(killer)
+                continue
+            if len(fds) != 3:
+                raise ValueError("expected 3 descriptors, got %d" % len(fds))
             pid = os.fork()
         except (OSError, ValueError) as exc:
             for fd in fds:
@@ -219,7 +252,8 @@ def serve(ctl, preloaded, mains):
             run_child(req, fds, preloaded, mains)
         for fd in fds:
             os.close(fd)
-        running[pid] = req["id"]
+        commands[pid] = (req["id"], req["uid"])
+        pids[req["id"]] = pid
 
 
 def main():

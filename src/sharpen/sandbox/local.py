@@ -49,9 +49,10 @@ from sharpen.sandbox.child import (
     prlimit_argv,
     rlimits,
 )
-from sharpen.sandbox.forked import ForkedProcess, read_done
+from sharpen.sandbox.forked import ForkedProcess
 from sharpen.sandbox.forkserver import (
     FORKSERVER_LABEL,
+    Exit,
     ForkServer,
     ForkServerError,
     forkserver_for,
@@ -116,10 +117,8 @@ class _Running:
     finish: Callable[[], Awaitable[None]]
     """Release what the start took (after the kills)."""
     swept: bool = False
-    """Every other process of the uid was killed as the command ended (a forked preload said
-    so on its done pipe: see :mod:`sharpen.sandbox.forkserver_main`)."""
-    done_fd: int = -1
-    """The read end of that done pipe while it is watched (-1: none)."""
+    """Every other process of the uid was killed after the command ended (the fork server
+    does that for its commands: see :mod:`sharpen.sandbox.forkserver_main`)."""
 
 
 class LocalSandbox:
@@ -288,11 +287,12 @@ class LocalSandbox:
         finally:
             # The group first (the leader is unreaped or just reaped, so the pgid is ours),
             # then every process of the pool uid, which catches daemons that left the group.
+            # (A forked command: the fork server kills it and then its uid.)
             run.kill_group()
             if self.uid is not None:
-                # A preloaded (trusted) script in a forked child that said "done" had killed
-                # every other process of the uid: nothing of the uid is left to find.
-                swept = run.swept and not timed_out
+                if timed_out:  # killed just now: a forked one is swept once it is reaped
+                    await asyncio.wait([run.exited], timeout=5.0)
+                swept = run.swept
                 none_left = swept or await asyncio.to_thread(kill_uid, self.uid)
                 self._uid_state.running -= 1
                 self._uid_state.clean = none_left and self._uid_state.running == 0
@@ -341,27 +341,24 @@ class LocalSandbox:
         if name not in self._preload:
             raise KeyError(f"no preload named {name!r}")
         assert self.uid is not None  # fork servers exist for bwrap-root only
-        uid, state = self.uid, self._uid_state
-        done_r, done_w = os.pipe()
+        uid, state, server = self.uid, self._uid_state, self._server
         state.running += 1
         state.clean = False
         try:
-            status = self._server.start([name, *args], cwd=self.workdir, env=self._env(),
+            ident, ended = server.start([name, *args], cwd=self.workdir, env=self._env(),
                                         uid=uid, limits=self._limits(timeout), preload=name,
-                                        fds=[stdin, stdout, stderr, done_w])
+                                        fds=[stdin, stdout, stderr])
         except BaseException:
-            os.close(done_r)
             state.running -= 1
             raise
-        finally:
-            os.close(done_w)
 
         def settled(ended: bool, clean: bool) -> None:
             if ended:
                 state.running -= 1
             state.clean = clean and state.running == 0
 
-        return ForkedProcess(status, done_r, kill_uid=lambda: kill_uid(uid), settled=settled)
+        return ForkedProcess(ended, kill=lambda: server.kill(ident),
+                             kill_uid=lambda: kill_uid(uid), settled=settled)
 
     async def _start_fresh(self, argv: list[str], stdin: bytes | None,
                            limits: list[tuple[int, int]]) -> _Running:
@@ -420,18 +417,12 @@ class LocalSandbox:
 
     def _start_forked(self, server: ForkServer, argv: list[str], stdin: bytes | None,
                       limits: list[tuple[int, int]], preload: str | None) -> _Running:
-        """Start the Python script ``argv[0]`` in a child of the fork server.
-
-        A preload (trusted) also gets a *done* pipe: its child writes the exit status there
-        once the script has ended and every other process of the uid is dead, before its own
-        teardown, so the command counts as finished (and swept) without waiting for the
-        server to reap it."""
+        """Start the Python script ``argv[0]`` in a child of the fork server."""
         assert self.uid is not None  # fork servers exist for bwrap-root only
         loop = asyncio.get_running_loop()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         in_r, in_w = os.pipe() if stdin is not None else (os.open(os.devnull, os.O_RDONLY), -1)
-        done_r, done_w = os.pipe() if preload is not None else (-1, -1)
         rest = b""
         if stdin is not None:  # what fits in the pipe goes in now: the child finds it waiting
             os.set_blocking(in_w, False)
@@ -442,49 +433,41 @@ class LocalSandbox:
             if not rest:
                 os.close(in_w)
                 in_w = -1
-        theirs = [in_r, out_w, err_w] + ([done_w] if done_w >= 0 else [])
         try:
-            status = server.start(argv, cwd=self.workdir, env=self._env(), uid=self.uid,
-                                  limits=limits, preload=preload, fds=theirs)
+            ident, ended = server.start(argv, cwd=self.workdir, env=self._env(), uid=self.uid,
+                                        limits=limits, preload=preload,
+                                        fds=[in_r, out_w, err_w])
         except BaseException:
-            for fd in (out_r, err_r, in_w, done_r):
+            for fd in (out_r, err_r, in_w):
                 if fd >= 0:
                     os.close(fd)
             raise
         finally:
-            for fd in theirs:
+            for fd in (in_r, out_w, err_w):
                 os.close(fd)
         exited: asyncio.Future[int] = loop.create_future()
 
-        def settle(code: int | None, exc: BaseException | None = None) -> None:
-            if not exited.done():
-                exited.set_result(code) if exc is None else exited.set_exception(exc)
+        def settle(end: Exit | None, exc: BaseException | None) -> None:
+            if exited.done():
+                return
+            if end is None:
+                exited.set_exception(exc or ForkServerError("no exit status"))
+            else:
+                run.swept = end.swept
+                exited.set_result(end.status)
 
-        def on_status(fut: concurrent.futures.Future[int]) -> None:  # the server's reader thread
+        def on_end(fut: concurrent.futures.Future[Exit]) -> None:  # the server's reader thread
             exc = fut.exception()
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
                 loop.call_soon_threadsafe(settle, None if exc else fut.result(), exc)
 
-        status.add_done_callback(on_status)
-
-        def stop_done() -> None:
-            if run.done_fd >= 0:
-                loop.remove_reader(run.done_fd)
-                os.close(run.done_fd)
-                run.done_fd = -1
-
-        def on_done() -> None:
-            code = read_done(done_r)
-            stop_done()
-            if code is not None:
-                run.swept = True
-                settle(code)
-            # else the child ended without a word (os._exit, a signal): the server reaps it
+        def kill() -> None:
+            if not exited.done():
+                server.kill(ident)
 
         async def finish() -> None:
             if not exited.done():
                 await asyncio.wait([exited], timeout=5.0)
-            stop_done()
 
         run = _Running(
             readers=[asyncio.ensure_future(drain_fd(fd, self.output_limit))
@@ -494,10 +477,8 @@ class LocalSandbox:
             exited=exited,
             returncode=lambda: exited.result() if exited.done() and not exited.cancelled()
             and exited.exception() is None else None,
-            kill_group=lambda: None,  # a forked command is killed by its uid alone
-            finish=finish, done_fd=done_r)
-        if done_r >= 0:
-            loop.add_reader(done_r, on_done)
+            kill_group=kill, finish=finish)
+        ended.add_done_callback(on_end)
         return run
 
     async def close(self) -> None:
@@ -505,6 +486,12 @@ class LocalSandbox:
         if not self._closed:
             self._closed = True
             await asyncio.to_thread(self._finalizer)
+
+    def close_blocking(self) -> None:
+        """:meth:`close` for a thread that is not the event loop's (it blocks)."""
+        if not self._closed:
+            self._closed = True
+            self._finalizer()
 
 
 class _UidState:

@@ -31,7 +31,7 @@ from sharpen.envs.code.harness.checker import OUTPUT_FILE, Harness, fit_report
 from sharpen.envs.code.harness.plan import clip
 from sharpen.envs.code.harness.procs import Worker, WorkerDied
 from sharpen.envs.code.problem import CodeProblem
-from sharpen.sandbox.closing import close_later
+from sharpen.sandbox.closing import closing
 from sharpen.sandbox.forked import ForkedProcess
 from sharpen.sandbox.forkserver import ForkServerError
 from sharpen.sandbox.local import LocalSandbox
@@ -62,11 +62,12 @@ class SandboxWorker(Worker):
         self._close_pipes()
 
     def finish(self) -> None:
-        """End a worker that served its last call: close its requests (it returns and sweeps
-        its uid), and kill it if it does not end in ``WORKER_EXIT_WAIT`` seconds."""
-        with contextlib.suppress(OSError):
+        """End a worker that served its last call: close its requests, so that it returns
+        (the fork server then sweeps its uid), and kill it if it has not ended within
+        ``WORKER_EXIT_WAIT`` seconds or was not swept."""
+        if self.wfd >= 0:
             os.close(self.wfd)
-        self.wfd = -1
+            self.wfd = -1
         if self.proc.wait(WORKER_EXIT_WAIT) is None or not self.proc.swept:
             self.proc.kill()
         self.returncode = self.proc.returncode
@@ -78,7 +79,6 @@ class SandboxWorker(Worker):
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.rfd = self.wfd = -1
-        self.proc.close()
 
 
 class HostHarness(Harness):
@@ -166,16 +166,33 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
 
 async def check_on_host(sandbox: LocalSandbox, program: str, problem: CodeProblem,
                         timeout: float, bundle: str) -> dict[str, Any]:
-    """:func:`check` from a thread of the checkers' pool. Takes ``sandbox`` over: it is closed
-    once the last worker has ended, in the background
-    (:func:`~sharpen.sandbox.closing.close_later`), so that the report does not wait for the
-    worker's exit, the sweep of its uid and the removal of the workdir."""
+    """:func:`check` in a thread of the checkers' pool. Takes ``sandbox`` over: the same thread
+    hands over the report, then ends the last worker and closes the sandbox, so the report
+    does not wait for the worker's exit, the sweep of its uid and the removal of the workdir
+    (:func:`~sharpen.sandbox.closing.wait_closed` waits for those)."""
     loop = asyncio.get_running_loop()
-    try:
-        report, last = await loop.run_in_executor(_executor(), check, sandbox, program, problem,
-                                                  timeout, bundle)
-    except BaseException:
-        await sandbox.close()
-        raise
-    close_later(sandbox, last.finish if last is not None else None)
-    return report
+    verdict: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+    def hand_over(report: dict[str, Any] | None, exc: BaseException | None) -> None:
+        if not verdict.done():
+            verdict.set_result(report) if exc is None else verdict.set_exception(exc)
+
+    def job() -> None:
+        last = None
+        try:
+            report, last = check(sandbox, program, problem, timeout, bundle)
+            outcome: tuple[dict[str, Any] | None, BaseException | None] = (report, None)
+        except BaseException as exc:  # noqa: BLE001 - handed over to the awaiting task
+            outcome = (None, exc)
+        try:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(hand_over, *outcome)
+        finally:
+            try:
+                if last is not None:
+                    last.finish()
+            finally:
+                sandbox.close_blocking()
+
+    closing(_executor().submit(job))
+    return await verdict
