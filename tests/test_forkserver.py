@@ -213,14 +213,38 @@ async def test_a_dead_server_costs_no_command() -> None:
         assert r.stdout.strip() == "new server"
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (from ``/proc/PID/task/TID/children``)."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for tid in os.listdir(f"/proc/{parent}/task"):
+            with open(f"/proc/{parent}/task/{tid}/children") as fh:
+                kids = [int(x) for x in fh.read().split()]
+            found += kids
+            todo += kids
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 async def test_shutdown_stops_the_servers_and_removes_their_roots() -> None:
     _mode, python, prefix = choose(None, None)
     server = get_forkserver(python, prefix, {})
-    assert server is not None and server.alive
+    assert server is not None and server.alive and server._proc is not None
     root = server.root
+    tree = descendants(server._proc.pid)  # bubblewrap, the server, its waiting spare
+    assert len(tree) == 3
     shutdown_forkservers()
     assert not server.alive and not os.path.exists(root)
-    assert server._proc is not None and server._proc.poll() is not None
+    assert server._proc.poll() is not None
+    assert not [pid for pid in tree if alive(pid)]
     async with forked() as sb:  # a later sandbox starts a new one
         assert (await run_script(sb, "print(1)\n")).stdout.strip() == "1"
 

@@ -15,7 +15,8 @@ server → host
     killed by a signal) and every other process of its uid has been killed (``swept``: false if
     that could not be done), or ``{"id", "error"}`` when it could not be forked.
 
-The server itself never runs a command: each one runs in a child forked for it, which before
+The server itself never runs a command: each one runs in a child forked for it (or in the
+*spare*, a child forked ahead of time that has only waited for its command since), which before
 the command's first instruction gets its own session, its three descriptors and no other,
 default signal handlers, the rlimits, the command's uid (``setuid`` to a non-zero uid clears
 every capability, and bubblewrap set ``no_new_privs``), its working directory and environment.
@@ -96,8 +97,12 @@ def run_child(req, fds, preloaded, mains):
         # setuid made the process non-dumpable; an exec'ed command would be dumpable again.
         LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         os.chdir(req["cwd"])
-        os.environ.clear()
-        os.environ.update(req["env"])
+        env = req["env"]
+        for key in [k for k in os.environ if k not in env]:
+            del os.environ[key]
+        for key, value in env.items():  # mostly the server's own: only HOME and TMPDIR differ
+            if os.environ.get(key) != value:
+                os.environ[key] = value
         sys.argv = list(req["argv"])
         main = mains.get(req["preload"]) if req["preload"] else None
         if main is None:
@@ -179,6 +184,33 @@ def send(ctl, msg):
         ctl.send(json.dumps(msg).encode())
 
 
+def fork_spare(ctl, preloaded, mains):
+    """Fork a *spare*: a child that waits for the next command (which the server then forwards
+    to it instead of forking), so that the fork is paid before the command arrives. It has run
+    nothing but this wait; it becomes the command exactly as a child forked for it would.
+    Returns ``(pid, socket to it)``, or ``None`` if it could not be forked."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        pid = os.fork()
+    except OSError:
+        ours.close()
+        theirs.close()
+        return None
+    if pid == 0:  # pragma: no cover - the child never returns
+        try:
+            ctl.close()
+            ours.close()
+            data, fds, _flags, _addr = socket.recv_fds(theirs, MAX_MESSAGE, 3)
+            if not data or len(fds) != 3:
+                os._exit(0)  # the server is gone (or confused): nothing to run
+            theirs.close()
+        except BaseException:  # noqa: BLE001 - never return into the server's loop
+            os._exit(0)
+        run_child(json.loads(data), fds, preloaded, mains)
+    theirs.close()
+    return pid, ours
+
+
 def serve(ctl, preloaded, mains):
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
@@ -189,6 +221,7 @@ def serve(ctl, preloaded, mains):
     pids = {}  # id -> pid of a running command
     sweepers = {}  # pid -> (id, the command's status)
     killers = set()  # pids of sweepers that kill a running command
+    spare = fork_spare(ctl, preloaded, mains)
     while True:
         ready = select.select([ctl, wake_r], [], [])[0]
         if wake_r in ready:
@@ -198,7 +231,7 @@ def serve(ctl, preloaded, mains):
                         break
                 except BlockingIOError:
                     break
-        while commands or sweepers or killers:
+        while True:
             try:
                 pid, raw = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -214,10 +247,15 @@ def serve(ctl, preloaded, mains):
                     send(ctl, {"id": ident, "status": status, "swept": False})
                 else:
                     sweepers[sweeper] = (ident, status)
+                if spare is None:  # the next command's fork, while this one's end is reported
+                    spare = fork_spare(ctl, preloaded, mains)
             elif pid in sweepers:
                 ident, status = sweepers.pop(pid)
                 send(ctl, {"id": ident, "status": status,
                            "swept": os.waitstatus_to_exitcode(raw) == 0})
+            elif spare is not None and pid == spare[0]:  # it died waiting
+                spare[1].close()
+                spare = None
             else:
                 killers.discard(pid)
         if ctl not in ready:
@@ -227,7 +265,7 @@ def serve(ctl, preloaded, mains):
         except OSError:
             return
         if not data:
-            return  # the host closed the socket: shut down
+            return  # the host closed the socket: shut down (a spare ends with it)
         req = None
         try:
             req = json.loads(data)
@@ -240,7 +278,17 @@ def serve(ctl, preloaded, mains):
                 continue
             if len(fds) != 3:
                 raise ValueError("expected 3 descriptors, got %d" % len(fds))
-            pid = os.fork()
+            pid = None
+            if spare is not None:
+                pid, sock = spare
+                spare = None
+                try:
+                    socket.send_fds(sock, [data], fds)
+                except OSError:  # it died meanwhile: fork instead
+                    pid = None
+                sock.close()
+            if pid is None:
+                pid = os.fork()
         except (OSError, ValueError) as exc:
             for fd in fds:
                 os.close(fd)
@@ -249,6 +297,8 @@ def serve(ctl, preloaded, mains):
             continue
         if pid == 0:
             ctl.close()
+            if spare is not None:
+                spare[1].close()
             run_child(req, fds, preloaded, mains)
         for fd in fds:
             os.close(fd)
