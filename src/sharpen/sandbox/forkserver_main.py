@@ -22,10 +22,12 @@ default signal handlers, the rlimits, the command's uid (``setuid`` to a non-zer
 every capability, and bubblewrap set ``no_new_privs``), its working directory and environment.
 The child then runs ``argv[0]`` as ``python -I -B argv[0] argv[1:]`` would, with the
 preloaded modules already imported when ``preload`` names the preload the script is, and exits
-with the script's status. When the server has reaped it, a *sweeper* forked from the server
-becomes the uid and kills every process of it (as the end of a fresh sandbox's pid namespace
-would), so nothing the command started outlives it, whatever the command did to its own
-process; only then is the status sent.
+with the script's status. When the server has reaped it, nothing the command started may
+outlive it (as at the end of a fresh sandbox's pid namespace), whatever the command did to its
+own process: the server is a child subreaper, so every process the command left is, or
+descends from, a child of the server that runs as the command's uid. If there is one, a
+*sweeper* forked from the server becomes the uid and kills every process of it. Only then is
+the status sent.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import zipfile
 import zipimport
 
 PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
 MAX_MESSAGE = 1 << 20
 
 
@@ -122,6 +125,30 @@ def run_child(req, fds, preloaded, mains):
                 stream.flush()
     finally:
         os._exit(code)
+
+
+def strays(uid, known):
+    """Whether a process of ``uid`` may be left: a child of the server that it did not start
+    (``known``: the pids it did) and that runs as ``uid``. The server is a child subreaper, so
+    when a command's process has exited, whatever it started is, or descends from, such a
+    child; a child running as another uid belongs to another command."""
+    try:
+        with open("/proc/self/task/%d/children" % os.getpid()) as fh:
+            children = [int(pid) for pid in fh.read().split()]
+    except OSError:
+        return True  # cannot tell: sweep
+    want = "\nUid:\t%d\t" % uid
+    for pid in children:
+        if pid in known:
+            continue
+        try:
+            with open("/proc/%d/status" % pid) as fh:
+                text = fh.read()
+        except OSError:
+            continue  # gone
+        if want in text and "\nState:\tZ" not in text:
+            return True
+    return False
 
 
 def sweep(uid):
@@ -242,8 +269,10 @@ def serve(ctl, preloaded, mains):
                 ident, uid = commands.pop(pid)
                 pids.pop(ident, None)
                 status = os.waitstatus_to_exitcode(raw)
-                sweeper = sweep(uid)
-                if sweeper is None:
+                known = {*commands, *sweepers, *killers, *(spare[:1] if spare else ())}
+                if not strays(uid, known):
+                    send(ctl, {"id": ident, "status": status, "swept": True})
+                elif (sweeper := sweep(uid)) is None:
                     send(ctl, {"id": ident, "status": status, "swept": False})
                 else:
                     sweepers[sweeper] = (ident, status)
@@ -313,6 +342,8 @@ def main():
     gc.collect()
     gc.freeze()
     gc.disable()
+    # Orphans of the commands become the server's children (see strays), not init's.
+    LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     send(ctl, {"ready": True})
     serve(ctl, preloaded, mains)
 
