@@ -8,6 +8,7 @@ plus slack, with the test process unharmed and nothing leaked or left behind.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import functools
 import gzip
@@ -23,6 +24,7 @@ from importlib.resources import files
 import pytest
 from conftest import procs_with
 
+from sharpen.envs.code.harness.plan import plan
 from sharpen.envs.code.problem import CodeProblem
 from sharpen.envs.code.verifier import TestReport, _parse_report, harness_sandbox, run_tests
 from sharpen.sandbox.closing import wait_closed
@@ -184,6 +186,50 @@ async def test_statements_are_planned_into_test_cases() -> None:
     r = await run_tests("def double(x):\n    return 2 * x\n", broken)
     assert [c.passed for c in r.results] == [True, False]
     assert "not run" in r.results[1].message and "no_such_module" in (r.error or "")
+
+
+def test_calls_with_literal_arguments_can_be_sent_ahead() -> None:
+    src = textwrap.dedent("""\
+        def check(candidate):
+            assert candidate(1, [2, 3]) == 3
+            assert abs(candidate(x=1.5) - 0.5) < 1e-6, "close enough"
+            assert not candidate("a")
+            assert 0 < candidate(1) < candidate(2)
+            assert candidate(1) == 1 or candidate(2) == 2
+            assert candidate(1) == 1, candidate(9)
+            assert candidate(*[1]) == 1
+            r = candidate(5)
+            assert r == 5
+            assert candidate(len("ab")) == 2
+        """)
+    check_def = ast.parse(src).body[0]
+    calls = [step[5] for step in plan(check_def, src, "candidate", "f") if step[0] == "test"]
+    assert calls == [([1, [2, 3]], {}), ([], {"x": 1.5}), (["a"], {}), None, None, None, None,
+                     None, None]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_calls_sent_ahead_keep_the_statements_semantics(mode: str) -> None:
+    """The replies of calls sent ahead are taken in turn; when a statement does not make the
+    call it was expected to (it fails before), the worker with the queued calls is replaced;
+    a worker that dies mid-queue is too. The verdicts are those of calls made one by one."""
+    problem = CodeProblem(task_id="test/ahead", prompt="", context="", entry_point="f", test=(
+        "def check(candidate):\n"
+        "    assert candidate(1) == 1\n"
+        "    assert int('x') == candidate(2)\n"
+        "    assert candidate(3) == 3\n"
+        "    assert candidate(4) == 4\n"
+        "    assert candidate(5) == 5\n"
+        "    assert candidate(6) == 6\n"))
+    program = ("import os\n"
+               "def f(x):\n"
+               "    if x == 4:\n"
+               "        os._exit(0)\n"
+               "    return x\n")
+    report = await run_tests(program, problem, sandbox_factory=factory(mode))
+    assert [r.passed for r in report.results] == [True, False, True, False, True, True], report
+    assert "invalid literal for int()" in report.results[1].message
+    assert "crashed" in report.results[3].message
 
 
 async def test_a_huge_report_still_fits_the_output_cap() -> None:

@@ -36,6 +36,9 @@ from .wire import Unsupported, decode, encode, loads
 from .worker import exec_main
 
 MAX_RESTARTS = 25
+AHEAD_BYTES = 32 << 10
+"""At most this much of calls is sent ahead: less than a pipe holds, so that the checker never
+blocks writing while the worker blocks writing replies nobody reads yet."""
 REPORT_BUDGET = 60_000
 OUTPUT_FILE = "candidate_output.txt"
 _LIBC = ctypes.CDLL(None, use_errno=True)  # at import: a fork server's children inherit it
@@ -74,7 +77,14 @@ class Candidate:
             raise TypeError(msg) from None
         worker = h.worker_for_call()
         try:
-            msg = worker.call(eargs, ekwargs, h.deadline)
+            if h.ahead and h.ahead[0] == (eargs, ekwargs):  # sent ahead: its reply is next
+                h.ahead.pop(0)
+                msg = worker.reply(h.deadline)
+            else:
+                if h.ahead:  # the tests took another turn: replies of calls sent ahead would
+                    worker.kill()  # come first, so this worker is done
+                    worker = h.worker_for_call()
+                msg = worker.call(eargs, ekwargs, h.deadline)
         except CallTimeout:
             h.timed_out = True
             raise
@@ -115,6 +125,9 @@ class Harness:
         self.wcfg = {"program": os.path.abspath(cfg.get("program", "solution.py")),
                      "entry_point": cfg["entry_point"]}
         self.worker = worker
+        self.ahead = []
+        """Encoded ``(args, kwargs)`` of calls sent to ``worker`` ahead of their statements,
+        oldest first (see :meth:`send_ahead`)."""
 
     def worker_for_call(self):
         w = self.worker
@@ -125,10 +138,35 @@ class Harness:
                 raise WorkerDied("the program crashed too many times; giving up")
             self.restarts += 1
             self.worker = None
+            self.ahead = []
             w = self.worker = self.new_worker()
         if not w.ready:
             w.handshake(self.wcfg, self.deadline)
         return w
+
+    def send_ahead(self, worker, steps):
+        """Send ``worker`` the calls of the first test cases at once: those whose one call of
+        the candidate has literal arguments (:func:`.plan.literal_call`), up to the first
+        statement that uses the candidate otherwise and within ``AHEAD_BYTES``. The worker
+        answers them in order while the checker runs the statements, which take the replies
+        in turn: one round trip instead of one per call."""
+        calls, size = [], 0
+        for _kind, _code, _src, _node, uses, call in steps:
+            if not uses:
+                continue
+            if call is None:
+                break
+            try:
+                encoded = ([encode(a) for a in call[0]], {k: encode(v) for k, v in call[1].items()})
+            except (Unsupported, RecursionError):
+                break
+            size += len(json.dumps(encoded)) + 24
+            if size > AHEAD_BYTES:
+                break
+            calls.append(encoded)
+        if len(calls) > 1:
+            worker.send_calls(calls, self.deadline)
+            self.ahead = calls
 
     def new_worker(self):
         """A replacement for a worker that died: a fresh interpreter (this process holds the
@@ -167,12 +205,12 @@ class Harness:
         if steps is None:  # statements cannot run one by one: the whole check is one test
             steps = [("test", compile("check(%s)" % self.param, "<test>", "exec"),
                       clip(ast.get_source_segment(test_src, check_def) or "check", 200), None,
-                      True)]
+                      True, None)]
 
         # Import the program now so an import failure is reported as such.
         error = None
         try:
-            self.worker_for_call()
+            self.send_ahead(self.worker_for_call(), steps)
         except ImportFailed as exc:
             error = str(exc)
         except (CallTimeout, WorkerDied) as exc:
@@ -180,7 +218,7 @@ class Harness:
 
         results = []
         blocked = error
-        for kind, code, src, node, uses in steps:
+        for kind, code, src, node, uses, _call in steps:
             if kind == "test" and blocked is not None:
                 results.append(_result(len(results), src, False, blocked))
                 continue

@@ -2,8 +2,12 @@
 
 A top-level statement of ``check`` that contains an ``assert`` and (directly, or through names
 set from it) uses ``candidate`` is one test case; any other statement is setup. Each step is
-``(kind, code, source, node, uses)``: ``kind`` ``"test"`` or ``"setup"``, its compiled code,
-its source (dedented, clipped), its AST node, and whether it uses the candidate.
+``(kind, code, source, node, uses, call)``: ``kind`` ``"test"`` or ``"setup"``, its compiled
+code, its source (dedented, clipped), its AST node, whether it uses the candidate, and
+``call``: for an ``assert`` that certainly calls the candidate exactly once with literal
+arguments (``assert candidate(1, [2]) == 3``, ``assert abs(candidate(x=1.5) - 0.5) < 1e-6``),
+those arguments as ``(args, kwargs)``, so that the checker may send the call ahead; else
+``None``.
 """
 
 from __future__ import annotations
@@ -40,11 +44,51 @@ def plan(check_def, test_src, param, entry_point):
         except SyntaxError:
             return None
         src = dedent(segment(lines, stmt))
-        steps.append(("test" if uses and has_assert else "setup", code,
-                      clip(src.strip() or ast.dump(stmt), 200), stmt, uses))
+        kind = "test" if uses and has_assert else "setup"
+        call = literal_call(stmt, names & tainted) if kind == "test" else None
+        steps.append((kind, code, clip(src.strip() or ast.dump(stmt), 200), stmt, uses, call))
     if not any(kind == "test" for kind, *_ in steps):
         return None
     return steps
+
+
+def literal_call(stmt, used):
+    """``(args, kwargs)`` of the one call of the candidate that ``stmt`` certainly makes, when
+    ``stmt`` is an ``assert`` whose only use of the candidate's names (``used``) is that call,
+    with literal arguments, evaluated whatever the outcome: not inside ``and``/``or``, a
+    conditional expression, a lambda, a comprehension or the message, nor in a later link of a
+    comparison chain. ``None`` otherwise."""
+    if type(stmt) is not ast.Assert or len(used) != 1:
+        return None
+    name = next(iter(used))
+    test = stmt.test
+    if type(test) is ast.UnaryOp and type(test.op) is ast.Not:
+        test = test.operand
+    roots = [test.left, test.comparators[0]] if type(test) is ast.Compare else [test]
+    found = None
+    for root in roots:
+        for n in ast.walk(root):
+            if type(n) in _CONDITIONAL:
+                return None
+            if type(n) is ast.Call and type(n.func) is ast.Name and n.func.id == name:
+                if found is not None:
+                    return None
+                found = n
+    uses = sum(1 for n in ast.walk(stmt) if type(n) is ast.Name and n.id == name)
+    if found is None or uses != 1:  # the name elsewhere (a later link, the message, ...)
+        return None
+    if any(type(a) is ast.Starred for a in found.args) or any(
+            k.arg is None for k in found.keywords):
+        return None
+    try:
+        return ([ast.literal_eval(a) for a in found.args],
+                {k.arg: ast.literal_eval(k.value) for k in found.keywords})
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+_CONDITIONAL = (ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                ast.GeneratorExp, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)
 
 
 def _scan(stmt):

@@ -170,8 +170,18 @@ class Worker:
 
     def call(self, args, kwargs, deadline):
         """One call of the entry point; the decoded-later reply message."""
-        self._write((json.dumps({"args": args, "kwargs": kwargs}) + "\n").encode("ascii"),
-                    deadline)
+        self.send_calls([(args, kwargs)], deadline)
+        return self.reply(deadline)
+
+    def send_calls(self, calls, deadline):
+        """Send calls (encoded ``(args, kwargs)``) whose replies :meth:`reply` reads, in order.
+        Keep what is sent ahead small (a pipe's worth): the worker's replies are not read
+        meanwhile."""
+        self._write("".join(json.dumps({"args": a, "kwargs": k}) + "\n"
+                            for a, k in calls).encode("ascii"), deadline)
+
+    def reply(self, deadline):
+        """The reply to the oldest call sent and not yet answered."""
         try:
             return self._read_line(deadline)
         except ValueError:
