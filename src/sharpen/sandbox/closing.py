@@ -3,7 +3,7 @@
 A caller that has what it needs from a sandbox (a code checker with its verdict) should not
 wait for the sandbox's last process to end, its uid to be swept and its workdir removed. It
 does that work in a thread after handing over its result and registers the thread's future
-with :func:`closing`; :func:`wait_closed` waits for every such future (the runner calls it
+with :func:`register_closing`; :func:`wait_closed` waits for every such future (the runner calls it
 before a run ends, so a finished run leaves no sandbox behind).
 """
 
@@ -17,7 +17,7 @@ _PENDING: set[concurrent.futures.Future[object]] = set()
 _LOCK = threading.Lock()
 
 
-def closing(future: concurrent.futures.Future[object]) -> None:
+def register_closing(future: concurrent.futures.Future[object]) -> None:
     """Count ``future`` (a thread's work that ends with closing a sandbox) as pending until it
     is done."""
     with _LOCK:
@@ -31,7 +31,7 @@ def _forget(future: concurrent.futures.Future[object]) -> None:
 
 
 async def wait_closed() -> None:
-    """Wait until every sandbox registered with :func:`closing` is closed (errors in that work
+    """Wait until every sandbox registered with :func:`register_closing` is closed (errors in that work
     were the closing thread's to report; they are not raised here)."""
     while True:
         with _LOCK:

@@ -31,7 +31,7 @@ from sharpen.envs.code.harness.checker import OUTPUT_FILE, Harness, fit_report
 from sharpen.envs.code.harness.plan import clip
 from sharpen.envs.code.harness.procs import Worker, WorkerDied
 from sharpen.envs.code.problem import CodeProblem
-from sharpen.sandbox.closing import closing
+from sharpen.sandbox.closing import register_closing
 from sharpen.sandbox.forked import ForkedProcess
 from sharpen.sandbox.forkserver import ForkServerError
 from sharpen.sandbox.local import LocalSandbox
@@ -85,10 +85,10 @@ class HostHarness(Harness):
     """The checker on the host: workers are forked by the sandbox's fork server."""
 
     def __init__(self, cfg: dict[str, Any], out_fd: int, sandbox: LocalSandbox,
-                 bundle: str) -> None:
+                 preload: str) -> None:
         super().__init__(cfg, out_fd, None, None)
         self.sandbox = sandbox
-        self.bundle_name = bundle
+        self.preload = preload
         self.worker = self.new_worker_or_none()
 
     def new_worker(self) -> SandboxWorker:
@@ -96,7 +96,7 @@ class HostHarness(Harness):
         from_worker_r, from_worker_w = os.pipe()
         try:
             proc = self.sandbox.start_preload(
-                self.bundle_name, ["--worker"], stdin=to_worker_r, stdout=from_worker_w,
+                self.preload, ["--worker"], stdin=to_worker_r, stdout=from_worker_w,
                 stderr=self.out_fd, timeout=self.limit)
         except (ForkServerError, OSError, RuntimeError) as exc:
             for fd in (to_worker_w, from_worker_r):
@@ -126,10 +126,11 @@ def _discard(*args: object, **kwargs: object) -> None:
 
 
 def check(sandbox: LocalSandbox, program: str, problem: CodeProblem, timeout: float,
-          bundle: str) -> tuple[dict[str, Any], SandboxWorker | None]:
+          preload: str) -> tuple[dict[str, Any], SandboxWorker | None]:
     """Run ``problem``'s tests against ``program`` (a path in the workdir) with the workers in
-    ``sandbox``: the report as the in-sandbox checker prints it, and the last worker, still to
-    be ended (:meth:`SandboxWorker.finish`). Blocks: for a worker thread."""
+    ``sandbox`` (``preload``: the harness's name among its preloads): the report as the
+    in-sandbox checker prints it, and the last worker, still to be ended
+    (:meth:`SandboxWorker.finish`). Blocks: for a worker thread."""
     report: dict[str, Any] = {"passed": 0, "total": 0, "results": [], "error": None,
                               "timed_out": False}
     cfg = {"program": os.path.join(sandbox.workdir, program), "entry_point": problem.entry_point,
@@ -140,7 +141,7 @@ def check(sandbox: LocalSandbox, program: str, problem: CodeProblem, timeout: fl
     try:
         if sandbox.uid is not None:
             os.fchown(out_fd, sandbox.uid, sandbox.uid)
-        harness = HostHarness(cfg, out_fd, sandbox, bundle)
+        harness = HostHarness(cfg, out_fd, sandbox, preload)
         results, error = harness.run()
         report.update(results=results, total=len(results),
                       passed=sum(1 for r in results if r["passed"]), error=error,
@@ -165,7 +166,7 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
 
 
 async def check_on_host(sandbox: LocalSandbox, program: str, problem: CodeProblem,
-                        timeout: float, bundle: str) -> dict[str, Any]:
+                        timeout: float, preload: str) -> dict[str, Any]:
     """:func:`check` in a thread of the checkers' pool. Takes ``sandbox`` over: the same thread
     hands over the report, then ends the last worker and closes the sandbox, so the report
     does not wait for the worker's exit, the sweep of its uid and the removal of the workdir
@@ -180,7 +181,7 @@ async def check_on_host(sandbox: LocalSandbox, program: str, problem: CodeProble
     def job() -> None:
         last = None
         try:
-            report, last = check(sandbox, program, problem, timeout, bundle)
+            report, last = check(sandbox, program, problem, timeout, preload)
             outcome: tuple[dict[str, Any] | None, BaseException | None] = (report, None)
         except BaseException as exc:  # noqa: BLE001 - handed over to the awaiting task
             outcome = (None, exc)
@@ -194,5 +195,5 @@ async def check_on_host(sandbox: LocalSandbox, program: str, problem: CodeProble
             finally:
                 sandbox.close_blocking()
 
-    closing(_executor().submit(job))
+    register_closing(_executor().submit(job))
     return await verdict
