@@ -1,5 +1,5 @@
-"""What a Reflexion retry should carry over, measured: memory ``none`` vs ``feedback`` vs
-``reflections`` on the embedded model.
+"""What a Reflexion retry should carry over, measured: memory ``none`` vs ``result`` vs
+``feedback`` vs ``reflections`` on the embedded model.
 
 What is measured
 ----------------
@@ -19,6 +19,7 @@ tasks, and the tokens (prompt + completion) per failed task. Written to
 ``benchmarks/results/reflexion_memory.md``.
 
     python benchmarks/reflexion_memory.py            # about an hour on two cores
+    python benchmarks/reflexion_memory.py --memories none,result --out /tmp/rm.md
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from sharpen.stats.intervals import wilson
 from sharpen.store import Store
 
 HERE = Path(__file__).resolve().parent
-MEMORIES = ("none", "feedback", "reflections")
+MEMORIES = ("none", "result", "feedback", "reflections")
 
 
 async def run(store: Store, agent: PluginRef, tasks: list) -> list:
@@ -68,7 +69,7 @@ async def main(args: argparse.Namespace) -> str:
             t for t in plain if t.task.hash() not in solved))) / max(len(failed), 1),
             time.perf_counter() - t0)]
         print(f"plain: {len(solved)}/{len(tasks)}", flush=True)
-        for memory in MEMORIES:
+        for memory in args.memories.split(","):
             t0 = time.perf_counter()
             agent = PluginRef(name="reflexion", args={"trials": args.trials, "memory": memory})
             trs = await run(store, agent, failed)
@@ -80,7 +81,8 @@ async def main(args: argparse.Namespace) -> str:
     lines = [
         "# Reflexion memory on the embedded model",
         "",
-        f"`python benchmarks/reflexion_memory.py --tasks {args.tasks} --trials {args.trials}` — "
+        f"`python benchmarks/reflexion_memory.py --tasks {args.tasks} --trials {args.trials} "
+        f"--memories {args.memories}` — "
         f"{started:%Y-%m-%d %H:%M} UTC, {cpu_name()}, {len(os.sched_getaffinity(0))} CPU(s), load "
         f"average {load:.1f} at the start and {os.getloadavg()[0]:.1f} at the end; sharpen "
         f"{version('sharpen')}, llama-cpp-python {version('llama-cpp-python')}.",
@@ -105,6 +107,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", type=int, default=50)
     ap.add_argument("--trials", type=int, default=4)
+    ap.add_argument("--memories", default=",".join(MEMORIES),
+                    help="comma-separated, from: " + ", ".join(MEMORIES))
     ap.add_argument("--out", type=Path, default=HERE / "results" / "reflexion_memory.md")
     a = ap.parse_args()
     page = asyncio.run(main(a))

@@ -40,6 +40,8 @@ from servers import chat_body
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
+from sharpen.core.task import TaskSpec
+from sharpen.core.trajectory import Action, Step, Trajectory
 from sharpen.improve.candidate import Archive
 from sharpen.improve.engine import MAX_COMPONENT_CHARS
 from sharpen.improve.experiment import split_tasks
@@ -418,6 +420,21 @@ def test_reflexion_offers_most_trials_first_then_each_memory_until_nothing_is_le
     parent = candidate(proposer.child(seed.spec, 3, "none"), 0.0, 1, "reflexion")
     ctx = context("replay", None, [], Archive(candidates=[seed, parent]), parent, 0)
     assert _run(proposer.propose(ctx)).spec.agent.args == {**parent.spec.agent.args, "memory": "feedback"}
+
+
+def test_reflexion_result_memory_carries_the_verdict_not_the_answer():
+    """``memory: result`` shows a retry what the environment said and never the failed code
+    (which a small model copies); ``feedback`` shows both. Neither asks the model anything."""
+    failed = Trajectory(task=TaskSpec(env="code", id="t"), agent_hash="x", steps=[Step(
+        index=0, messages=[], action=Action(tool="submit", arguments={"code": "return 41"}),
+        observation="0/1 tests passed.\nFailed:\n- `assert candidate() == 42`: returned 41")])
+    entries = {}
+    for memory in ("result", "feedback"):
+        agent = REGISTRY.create("agent", PluginRef(name="reflexion", args={"memory": memory}))
+        entries[memory] = _run(agent._remember(None, None, failed, failed, 0))
+    assert "returned 41" in entries["result"] and "return 41" not in entries["result"]
+    assert "returned 41" in entries["feedback"] and "code: return 41" in entries["feedback"]
+    assert not failed.feedback  # no reflection was asked for
 
 
 def test_reflexion_names_the_fix_for_an_unknown_memory():

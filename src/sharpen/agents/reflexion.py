@@ -12,6 +12,8 @@ holds is the ``memory`` arg:
   reflection — what went wrong, what to change; the entry is the answer, the result and the
   reflection;
 - ``feedback``: the answer and the result, no reflection call;
+- ``result``: what the environment said only (for ``code``, the failed tests and their
+  messages), not the answer: a small model shown its failed code tends to write it again;
 - ``none``: nothing — the retry is a fresh sample, and the environment's verdict only decides
   that there is one. This is the ablation that tells what the words add: on the embedded
   135M model it beat both richer memories (``docs/improve.md``).
@@ -47,7 +49,7 @@ REFLECT_PROMPT = (
 )
 MEMORY_HEADER = "Your earlier attempts at this task failed. Learn from them:"
 
-Memory = Literal["reflections", "feedback", "none"]
+Memory = Literal["reflections", "feedback", "result", "none"]
 MEMORIES: tuple[str, ...] = get_args(Memory)
 
 
@@ -61,17 +63,19 @@ def task_text(t: Trajectory, limit: int = 1200) -> str:
     return _clip(first or "(not stated)", limit)
 
 
-def describe_attempt(t: Trajectory, limit: int = 1200) -> str:
-    """The last answer of an attempt and what the environment said about it."""
-    answer, result = "", ""
+def describe_attempt(t: Trajectory, limit: int = 1200, *, answer: bool = True) -> str:
+    """The last answer of an attempt (unless ``answer`` is false) and what the environment
+    said about it."""
+    text, result = "", ""
     for step in t.steps:
         if step.action is not None:
-            answer = "\n".join(f"{k}: {v}" for k, v in step.action.arguments.items())
+            text = "\n".join(f"{k}: {v}" for k, v in step.action.arguments.items())
         if step.observation:
             result = step.observation
+    said = f"Result:\n{_clip(result or '(nothing)', limit)}"
     if not answer:
-        answer = "(no valid answer)"
-    return f"Your answer:\n{_clip(answer, limit)}\n\nResult:\n{_clip(result or '(nothing)', limit)}"
+        return said
+    return f"Your answer:\n{_clip(text or '(no valid answer)', limit)}\n\n{said}"
 
 
 @register("agent", "reflexion")
@@ -81,7 +85,7 @@ class ReflexionAgent:
     Args: ``trials`` (attempts, ≥ 1), ``reflection_tokens`` (max tokens of one
     reflection), ``retry_temperature`` (sampling temperature of attempts after the first;
     ``None`` keeps the spec's — a greedy small model otherwise tends to repeat its failed
-    answer word for word), ``memory`` (``reflections``, ``feedback`` or ``none``),
+    answer word for word), ``memory`` (``reflections``, ``feedback``, ``result`` or ``none``),
     ``memory_size`` (memory entries in a retry's prompt, the most recent), and the inner tool
     agent's ``protocol`` (``auto``, ``native`` or ``text``) and ``guidelines_top_k``."""
 
@@ -155,6 +159,8 @@ class ReflexionAgent:
         """The memory entry of a failed ``attempt``: what it answered and what the
         environment said, then (``memory="reflections"``) a reflection, asked
         for here and recorded as a step and as feedback."""
+        if self.memory == "result":
+            return f"Attempt {trial + 1}:\n{describe_attempt(attempt, answer=False)}"
         described = describe_attempt(attempt)
         if self.memory == "feedback":
             return f"Attempt {trial + 1}:\n{described}"
