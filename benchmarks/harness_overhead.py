@@ -55,7 +55,9 @@ Numbers
   saturates the CPUs, so no overhead is reported. The replay/mock model reports 0 s, so its
   own lookup cost (sharpen: a SHA-256 of the canonical request JSON plus a validated copy;
   Inspect: a dict lookup) counts as harness overhead.
-* CPU ms/step: CPU time of the harness process (not of the sandbox children) ÷ steps.
+* CPU ms/step: CPU time of the harness process (not of the sandbox children) ÷ steps. With the
+  fork server the code checker runs in that process (``sharpen.envs.code.checking``), on both
+  sides, so its time is in this column.
 * load: the 1-minute load average when each sharpen cell starts (the table's last column),
   and before and after the whole run; on a shared machine a load above the core count means
   other work competed with the benchmark.
@@ -646,8 +648,9 @@ def main() -> None:
         "Overhead ms/step = (wall − model time − environment time) ÷ steps (`—`: not "
         "separable, the sandboxes overlap and saturate the CPUs). env ms/step: time inside "
         "`CodeEnv.reset/step/outcome/close`, timed the same way for both harnesses (sharpen's "
-        "column shown; Inspect's is in the JSON). CPU ms/step: the harness process only, not "
-        "the sandbox children. Ratio = sharpen episodes/s ÷ Inspect samples/s. load: the "
+        "column shown; Inspect's is in the JSON). CPU ms/step: the harness process only (with "
+        "the code checker, which runs there), not the sandbox children. Ratio = sharpen "
+        "episodes/s ÷ Inspect samples/s. load: the "
         "1-minute load average when the sharpen cell started (the machine has "
         f"{info['cores']} cores; above that, other work competed for them).",
         "",
