@@ -239,11 +239,18 @@ async def test_shutdown_stops_the_servers_and_removes_their_roots() -> None:
     server = get_forkserver(python, prefix, {})
     assert server is not None and server.alive and server._proc is not None
     root = server.root
-    tree = descendants(server._proc.pid)  # bubblewrap, the server, its waiting spare
+    tree: list[int] = []
+    end = time.monotonic() + 5.0  # the spare is forked after a command's end is reported
+    while len(tree) < 3 and time.monotonic() < end:
+        tree = descendants(server._proc.pid)  # bubblewrap, the server, its waiting spare
+        await asyncio.sleep(0.02)
     assert len(tree) == 3
     shutdown_forkservers()
     assert not server.alive and not os.path.exists(root)
     assert server._proc.poll() is not None
+    end = time.monotonic() + 5.0  # killed with the sandbox's pid namespace: dying, if not dead
+    while [pid for pid in tree if alive(pid)] and time.monotonic() < end:
+        await asyncio.sleep(0.02)
     assert not [pid for pid in tree if alive(pid)]
     async with forked() as sb:  # a later sandbox starts a new one
         assert (await run_script(sb, "print(1)\n")).stdout.strip() == "1"
@@ -308,6 +315,17 @@ ECHO = zip_app(
     "    print(line.strip().upper(), flush=True)\n")
 
 
+async def started(marker: str, within: float = 10.0) -> bool:
+    """Whether a process with ``marker`` in its command line shows up within ``within`` s (the
+    daemon's exec may come after the preload's first reply)."""
+    end = time.monotonic() + within
+    while not procs_with(marker):
+        if time.monotonic() > end:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
 def pipes_to(sb: LocalSandbox, args: list[str]):
     """Start ``echo.pyz`` with ``args``: (process, write end of its stdin, read end of its
     stdout)."""
@@ -325,7 +343,7 @@ async def test_a_started_preload_talks_through_the_callers_pipes() -> None:
         proc, to_w, from_r = pipes_to(sb, ["daemon", marker])
         os.write(to_w, b"hello\n")
         assert os.read(from_r, 100) == b"HELLO\n"
-        assert proc.poll() is None and procs_with(marker) != []  # still serving
+        assert proc.poll() is None and await started(marker)  # still serving
         os.close(to_w)
         # It ends when its input does; the server reaps it, then kills what it left behind.
         assert await asyncio.to_thread(proc.wait, 10.0) == 0
@@ -334,7 +352,7 @@ async def test_a_started_preload_talks_through_the_callers_pipes() -> None:
         # A kill from the host: the process and what it started, at once.
         proc, to_w, from_r = pipes_to(sb, ["daemon", marker])
         os.write(to_w, b"again\n")
-        assert os.read(from_r, 100) == b"AGAIN\n" and procs_with(marker) != []
+        assert os.read(from_r, 100) == b"AGAIN\n" and await started(marker)
         start = time.monotonic()
         await asyncio.to_thread(proc.kill)
         assert proc.returncode is not None and proc.returncode < 0 and proc.swept

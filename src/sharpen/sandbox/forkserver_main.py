@@ -43,6 +43,7 @@ import select
 import signal
 import socket
 import sys
+import time
 import traceback
 import types
 import zipfile
@@ -50,6 +51,10 @@ import zipimport
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
+DYING_WAIT = 2.0
+"""Seconds the processes a sweep killed get to die before the end is reported unswept."""
+DYING_POLL = 0.01
+"""Seconds between looks at them (each death of a direct child wakes the server too)."""
 MAX_MESSAGE = 1 << 20
 
 
@@ -127,11 +132,13 @@ def run_child(req, fds, preloaded, mains):
         os._exit(code)
 
 
-def strays(uid, known):
+def strays(uid, known, *, alive=False):
     """Whether a process of ``uid`` may be left: a child of the server that it did not start
-    (``known``: the pids it did) and that runs as ``uid``. The server is a child subreaper, so
-    when a command's process has exited, whatever it started is, or descends from, such a
-    child; a child running as another uid belongs to another command."""
+    (``known``: the pids it did) and that runs, or ran, as ``uid``. The server is a child
+    subreaper, so when a command's process has exited, whatever it started is, or descends
+    from, such a child; a child of another uid belongs to another command. A zombie counts
+    (its children may have been handed to the server after the list was read) unless
+    ``alive``: after a sweep, only whether a killed process has yet to die matters."""
     try:
         with open("/proc/self/task/%d/children" % os.getpid()) as fh:
             children = [int(pid) for pid in fh.read().split()]
@@ -145,8 +152,8 @@ def strays(uid, known):
             with open("/proc/%d/status" % pid) as fh:
                 text = fh.read()
         except OSError:
-            continue  # gone
-        if want in text and "\nState:\tZ" not in text:
+            return True  # cannot tell: sweep
+        if want in text and not (alive and "\nState:\tZ" in text):
             return True
     return False
 
@@ -246,11 +253,13 @@ def serve(ctl, preloaded, mains):
     signal.set_wakeup_fd(wake_w)
     commands = {}  # pid -> (id, uid): command processes
     pids = {}  # id -> pid of a running command
-    sweepers = {}  # pid -> (id, the command's status)
+    sweepers = {}  # pid -> (id, the command's status, its uid)
     killers = set()  # pids of sweepers that kill a running command
+    dying = {}  # id -> (status, uid, deadline): swept, with killed processes yet to die
     spare = fork_spare(ctl, preloaded, mains)
+    send(ctl, {"ready": True})  # with the first command's process forked already
     while True:
-        ready = select.select([ctl, wake_r], [], [])[0]
+        ready = select.select([ctl, wake_r], [], [], DYING_POLL if dying else None)[0]
         if wake_r in ready:
             while True:
                 try:
@@ -275,18 +284,27 @@ def serve(ctl, preloaded, mains):
                 elif (sweeper := sweep(uid)) is None:
                     send(ctl, {"id": ident, "status": status, "swept": False})
                 else:
-                    sweepers[sweeper] = (ident, status)
+                    sweepers[sweeper] = (ident, status, uid)
                 if spare is None:  # the next command's fork, while this one's end is reported
                     spare = fork_spare(ctl, preloaded, mains)
             elif pid in sweepers:
-                ident, status = sweepers.pop(pid)
-                send(ctl, {"id": ident, "status": status,
-                           "swept": os.waitstatus_to_exitcode(raw) == 0})
+                ident, status, uid = sweepers.pop(pid)
+                if os.waitstatus_to_exitcode(raw) == 0:
+                    dying[ident] = (status, uid, time.monotonic() + DYING_WAIT)
+                else:
+                    send(ctl, {"id": ident, "status": status, "swept": False})
             elif spare is not None and pid == spare[0]:  # it died waiting
                 spare[1].close()
                 spare = None
             else:
                 killers.discard(pid)
+        if dying:  # the end is reported once what the sweep killed has died
+            known = {*commands, *sweepers, *killers, *(spare[:1] if spare else ())}
+            for ident, (status, uid, deadline) in list(dying.items()):
+                left = strays(uid, known, alive=True)
+                if not left or time.monotonic() > deadline:
+                    del dying[ident]
+                    send(ctl, {"id": ident, "status": status, "swept": not left})
         if ctl not in ready:
             continue
         try:
@@ -344,7 +362,6 @@ def main():
     gc.disable()
     # Orphans of the commands become the server's children (see strays), not init's.
     LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    send(ctl, {"ready": True})
     serve(ctl, preloaded, mains)
 
 
