@@ -258,6 +258,11 @@ def serve(ctl, preloaded, mains):
     dying = {}  # id -> (status, uid, deadline): swept, with killed processes yet to die
     spare = fork_spare(ctl, preloaded, mains)
     send(ctl, {"ready": True})  # with the first command's process forked already
+
+    def started():
+        """The pids of the children the server forked itself (see strays)."""
+        return {*commands, *sweepers, *killers, *(spare[:1] if spare else ())}
+
     while True:
         ready = select.select([ctl, wake_r], [], [], DYING_POLL if dying else None)[0]
         if wake_r in ready:
@@ -278,8 +283,7 @@ def serve(ctl, preloaded, mains):
                 ident, uid = commands.pop(pid)
                 pids.pop(ident, None)
                 status = os.waitstatus_to_exitcode(raw)
-                known = {*commands, *sweepers, *killers, *(spare[:1] if spare else ())}
-                if not strays(uid, known):
+                if not strays(uid, started()):
                     send(ctl, {"id": ident, "status": status, "swept": True})
                 elif (sweeper := sweep(uid)) is None:
                     send(ctl, {"id": ident, "status": status, "swept": False})
@@ -299,7 +303,7 @@ def serve(ctl, preloaded, mains):
             else:
                 killers.discard(pid)
         if dying:  # the end is reported once what the sweep killed has died
-            known = {*commands, *sweepers, *killers, *(spare[:1] if spare else ())}
+            known = started()
             for ident, (status, uid, deadline) in list(dying.items()):
                 left = strays(uid, known, alive=True)
                 if not left or time.monotonic() > deadline:

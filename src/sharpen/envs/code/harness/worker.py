@@ -131,12 +131,10 @@ def become_worker(rpc_in, rpc_out, out_fd):
 
 def exec_main():
     """Entry point of a worker started with ``--worker``: stdin and stdout are the RPC pipes,
-    stderr the output file. Every other descriptor is closed before the program is imported
-    (a fork server's child holds its *done* pipe: only trusted code may write there)."""
+    stderr the output file."""
     rpc_in, rpc_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
     os.dup2(2, 1)  # the program's prints go to the output file, never into the RPC
-    _close_fds_except({0, 1, 2, rpc_in, rpc_out})
     serve(rpc_in, rpc_out)
