@@ -39,7 +39,7 @@ def config(mode: str) -> ExperimentConfig:
         env=PluginRef(name="code", args={"source": "generated", "max_submissions": 1}),
         seed_spec=spec, proposer=PluginRef(name="reflexion", args={"max_trials": 4}),
         train=10, val=3, test=6,
-        engine=EngineConfig(budget=Budget(rollouts=46), minibatch=10),
+        engine=EngineConfig(budget=Budget(rollouts=80), minibatch=10),
     )
 
 

@@ -11,7 +11,7 @@ from record_improve_cassette import config
 
 FLAGS = ["-E", "source=generated", "-E", "max_submissions=1", "--proposer", "reflexion",
          "--proposer-arg", "max_trials=4", "--train", "10", "--val", "3", "--test", "6",
-         "--minibatch", "10", "--budget-rollouts", "46"]
+         "--minibatch", "10", "--budget-rollouts", "80"]
 
 
 def test_improve_reports_resumes_and_writes_the_winner(tmp_path: Path):

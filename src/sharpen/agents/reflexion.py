@@ -39,7 +39,7 @@ from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.messages import Message
 from sharpen.core.registry import register
-from sharpen.core.trajectory import Step, Trajectory
+from sharpen.core.trajectory import TRIAL, Step, Trajectory
 from sharpen.envs.base import Environment
 from sharpen.models.base import ChatModel
 
@@ -141,7 +141,7 @@ class ReflexionAgent:
         base = len(trajectory.steps)
         for step in attempt.steps:
             step.index += base
-            step.info["trial"] = trial
+            step.info[TRIAL] = trial
             trajectory.steps.append(step)
         for fb in attempt.feedback:
             if fb.target.step_index is not None:

@@ -39,7 +39,8 @@ def demo(
     test: Annotated[int, typer.Option(help="Held-out test tasks.")] = 50,
     train: Annotated[int, typer.Option(help="Training tasks.")] = 12,
     val: Annotated[int, typer.Option(help="Validation tasks.")] = 8,
-    budget_rollouts: Annotated[int, typer.Option(help="Rollouts on train + val.")] = 72,
+    budget_rollouts: Annotated[int, typer.Option(
+        help="Rollouts on train + val (an environment episode each; a retry is one more).")] = 120,
     minibatch: Annotated[int, typer.Option(help="Training tasks per gate.")] = 12,
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the improved AgentSpec.")
                    ] = Path("improved.yaml"),

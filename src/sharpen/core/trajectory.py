@@ -56,6 +56,11 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+TRIAL = "trial"
+"""``Step.info`` key of an agent that plays several attempts on a freshly reset environment
+within one trajectory (``reflexion``): the 0-based attempt the step belongs to."""
+
+
 class Trajectory(BaseModel):
     """One attempt: one epoch of one task by one AgentSpec."""
 
@@ -94,6 +99,12 @@ class Trajectory(BaseModel):
     def key(self) -> str:
         """The (task, spec, epoch) identity that resume uses."""
         return trajectory_key(self.task, self.agent_hash, self.epoch)
+
+    @property
+    def attempts(self) -> int:
+        """Environment episodes this trajectory played: one, or as many as the attempts its
+        steps are tagged with (:data:`TRIAL`). Budgets count rollouts in these."""
+        return 1 + max((s.info[TRIAL] for s in self.steps if TRIAL in s.info), default=0)
 
     @property
     def wall_seconds(self) -> float:

@@ -1,9 +1,12 @@
 """Budgets of an improvement run: rollouts, tokens and dollars, with a preflight estimate.
 
 Every rollout the engine runs (minibatch gates, validation) and every proposer call is
-charged to one :class:`Spend`. The engine starts an iteration only when the budget can still
-afford its minibatch pair, so a run never overshoots by more than one validation pass. The
-held-out test split is scored outside the budget.
+charged to one :class:`Spend`. A rollout is one environment episode: an agent that retries on
+a freshly reset environment (``reflexion``) spends one per attempt. The engine starts an
+iteration only when the budget can still afford its minibatch pair at one episode per task,
+so a run overshoots by at most one validation pass — or, for a child that retries, by up to
+its trials times its gate and validation. The held-out test split is scored outside the
+budget.
 """
 
 from __future__ import annotations
@@ -84,4 +87,5 @@ def preflight(budget: Budget, *, val_size: int, minibatch: int, accept_rate: flo
     n = max(0, int(left // per_proposal)) if per_proposal > 0 else 0
     return (f"this budget buys about {n} proposals ({budget.rollouts} rollouts: {val_size} to "
             f"validate the seed, then 2×{minibatch} per proposal plus {val_size} per accepted one, "
-            f"assuming {accept_rate:.0%} are accepted)")
+            f"assuming {accept_rate:.0%} are accepted and one episode per task; an agent that "
+            f"retries spends one per attempt)")

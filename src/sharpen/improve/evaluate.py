@@ -37,6 +37,9 @@ class EvalRecord(BaseModel):
     here and are visible in the stored run)."""
     usage: Usage
     """Tokens and cost of the episode."""
+    attempts: int = 1
+    """Environment episodes it played (:attr:`~sharpen.core.trajectory.Trajectory.attempts`:
+    more than one for an agent that retries, such as ``reflexion``)."""
 
 
 class Evaluation(BaseModel):
@@ -47,7 +50,8 @@ class Evaluation(BaseModel):
     records: list[EvalRecord]
     """One per task."""
     new_rollouts: int = 0
-    """Episodes this call actually ran (the rest came from the cache)."""
+    """Environment episodes this call actually ran (the rest came from the cache): one per
+    task, or each attempt of an agent that retries."""
     new_usage: Usage = Field(default_factory=Usage)
     """Usage of those episodes."""
 
@@ -85,20 +89,23 @@ class Evaluator:
         h = spec.hash()
         # A task listed twice is run once (its record serves both places).
         missing = list({self.key(h, t): t for t in tasks if self.key(h, t) not in self.cache}.values())
-        new_usage = Usage()
+        new_usage, new_rollouts = Usage(), 0
         if missing:
             config = RunConfig(
                 env=self.env, agent=spec, tasks=missing, epochs=1, seed=self.seed,
                 concurrency=self.concurrency, labels={**self.labels, "split": split},
             )
             summary = await self.runner.run(config, resume=True)
-            for t in self.store.iter_trajectories(summary.run_id, with_steps=False):
+            # Steps too: they tell how many attempts an episode made.
+            for t in self.store.iter_trajectories(summary.run_id):
                 ok = bool(t.outcome and t.outcome.success and t.outcome.counts)
                 self.cache[self.key(h, t.task)] = EvalRecord(
-                    run_id=summary.run_id, trajectory_id=t.id, success=ok, usage=t.usage)
+                    run_id=summary.run_id, trajectory_id=t.id, success=ok, usage=t.usage,
+                    attempts=t.attempts)
                 new_usage = new_usage + t.usage
+                new_rollouts += t.attempts
         records = [self.cache[self.key(h, t)] for t in tasks]
-        return Evaluation(spec_hash=h, records=records, new_rollouts=len(missing), new_usage=new_usage)
+        return Evaluation(spec_hash=h, records=records, new_rollouts=new_rollouts, new_usage=new_usage)
 
     def trajectories(self, evaluation: Evaluation) -> list[Trajectory]:
         """The stored trajectories of ``evaluation``, steps included, in task order."""

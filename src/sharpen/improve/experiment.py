@@ -106,6 +106,8 @@ class ProposerResult(BaseModel):
     """Run id of the winner's test evaluation."""
     tokens_per_task: float
     """Winner's mean tokens per test task."""
+    rollouts_per_task: float = 1.0
+    """Winner's mean environment episodes per test task (above 1 for an agent that retries)."""
     comparison: PairedComparison
     """Winner vs seed on test."""
     rollouts_to_best: int
@@ -132,6 +134,8 @@ class ExperimentResult(BaseModel):
     """Run id of the seed's test evaluation."""
     baseline_tokens_per_task: float
     """Seed spec's mean tokens per test task."""
+    baseline_rollouts_per_task: float = 1.0
+    """Seed spec's mean environment episodes per test task."""
     results: list[ProposerResult]
     """Main proposer first, then the baselines."""
 
@@ -157,6 +161,10 @@ def split_tasks(env_ref: PluginRef, config: ExperimentConfig) -> dict[str, list[
 
 def _tokens_per_task(ev: Evaluation) -> float:
     return float(np.mean([r.usage.total_tokens for r in ev.records])) if ev.records else 0.0
+
+
+def _rollouts_per_task(ev: Evaluation) -> float:
+    return float(np.mean([r.attempts for r in ev.records])) if ev.records else 0.0
 
 
 class Experiment:
@@ -210,6 +218,7 @@ class Experiment:
         return ExperimentResult(
             experiment_id=self.id, config=c, baseline_test_score=base_ev.successes / len(tasks["test"]),
             baseline_run=base_ev.records[0].run_id, baseline_tokens_per_task=_tokens_per_task(base_ev),
+            baseline_rollouts_per_task=_rollouts_per_task(base_ev),
             results=results,
         )
 
@@ -236,6 +245,7 @@ class Experiment:
             proposer=ref, stop_reason=s.stop_reason or "", account=s.account, spend=s.spend,
             archive_size=len(s.archive.candidates), winner=winner.spec, lineage=lineage,
             val_score=winner.val_score, test_score=ev.successes / len(test),
-            test_run=ev.records[0].run_id, tokens_per_task=_tokens_per_task(ev), comparison=cmp,
+            test_run=ev.records[0].run_id, tokens_per_task=_tokens_per_task(ev),
+            rollouts_per_task=_rollouts_per_task(ev), comparison=cmp,
             rollouts_to_best=to_best, curve=s.curve,
         )

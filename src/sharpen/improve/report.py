@@ -45,18 +45,19 @@ def render(result: ExperimentResult, console: Console) -> None:
                     str(r.archive_size))
     console.print(acc)
     held = Table(title=f"Held-out test ({cfg.test} tasks, same seeds for every spec)", title_justify="left")
-    for col in ("spec", "val", "test", "val→test gap", "tokens/task", "rollouts to best",
+    for col in ("spec", "val", "test", "val→test gap", "tokens/task", "rollouts/task", "rollouts to best",
                 "difference vs seed [95% CI]", "p"):
         held.add_column(col)
     held.add_row("seed (baseline)", "", _pct(result.baseline_test_score), "",
-                 f"{result.baseline_tokens_per_task:,.0f}", "", "", "")
+                 f"{result.baseline_tokens_per_task:,.0f}", f"{result.baseline_rollouts_per_task:.2f}",
+                 "", "", "")
     for r in result.results:
         c = r.comparison
         ci = (f"{100 * (c.difference or 0):+.1f} [{100 * c.ci.low:+.1f}, {100 * c.ci.high:+.1f}]"
               if c.ci else "n/a")
         held.add_row(f"{r.proposer.name} winner {r.winner.hash()[:8]}", _pct(r.val_score),
                      _pct(r.test_score), f"{100 * r.val_test_gap:+.1f} pts", f"{r.tokens_per_task:,.0f}",
-                     str(r.rollouts_to_best), ci, f"{c.p_value:.3f}")
+                     f"{r.rollouts_per_task:.2f}", str(r.rollouts_to_best), ci, f"{c.p_value:.3f}")
     console.print(held)
     for r in result.results:
         console.print(f"[bold]{r.proposer.name}[/] lineage:")
