@@ -64,7 +64,7 @@ def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: P
     async def go() -> ExperimentResult:
         try:
             return await Experiment(
-                config, st, folder, models=models, concurrency=concurrency,
+                config, st, folder, models=models, concurrency=concurrency, progress=True,
                 on_event=lambda m: console.print(f"  {m}", highlight=False, markup=False),
             ).run()
         finally:

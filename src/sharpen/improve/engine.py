@@ -115,8 +115,8 @@ class Engine:
             self.state.proposer_state = self.proposer.state()
         self.state.save(self.checkpoint)
 
-    async def _evaluate(self, spec: AgentSpec, tasks: Sequence[TaskSpec], split: str):
-        ev = await self.evaluator.evaluate(spec, tasks, split)
+    async def _evaluate(self, spec: AgentSpec, tasks: Sequence[TaskSpec], split: str, who: str):
+        ev = await self.evaluator.evaluate(spec, tasks, split, who)
         self._charge_rollouts(ev.new_rollouts, ev.new_usage)
         return ev
 
@@ -127,7 +127,7 @@ class Engine:
         s = self.state
         rng = s.rng(self.config.seed)
         if not s.archive.candidates:
-            ev = await self._evaluate(self.seed_spec, self.val, "val")
+            ev = await self._evaluate(self.seed_spec, self.val, "val", "seed")
             s.archive.add(Candidate(
                 spec=self.seed_spec, hash=ev.spec_hash, proposer="seed", change="the starting spec",
                 val={t.hash(): float(r.success) for t, r in zip(self.val, ev.records, strict=True)}))
@@ -167,7 +167,7 @@ class Engine:
             return False
         s.account.iterations += 1
         batch = rng.sample(self.train, m)
-        parent_ev = await self._evaluate(parent.spec, batch, "train")
+        parent_ev = await self._evaluate(parent.spec, batch, "train", "parent")
         if parent_ev.successes == m:
             s.account.skipped += 1
             self.on_event(f"#{it}: parent {parent.hash[:8]} solved the whole minibatch; skipped")
@@ -185,7 +185,7 @@ class Engine:
         if proposal is None:
             return False
         child = proposal.spec
-        child_ev = await self._evaluate(child, batch, "train")
+        child_ev = await self._evaluate(child, batch, "train", "gate: child")
         accepted = child_ev.successes > parent_ev.successes
         if hasattr(self.proposer, "observe"):
             self.proposer.observe(parent, proposal, accepted)
@@ -197,7 +197,7 @@ class Engine:
             self.on_event(f"#{it}: {proposal.change} — gated out "
                           f"({child_ev.successes}/{m} vs parent {parent_ev.successes}/{m})")
             return True
-        val_ev = await self._evaluate(child, self.val, "val")
+        val_ev = await self._evaluate(child, self.val, "val", "child")
         s.archive.add(Candidate(
             spec=child, hash=child.hash(), proposer=self.proposer_name, change=proposal.change,
             iteration=it,

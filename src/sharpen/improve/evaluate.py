@@ -68,14 +68,15 @@ class Evaluator:
         self, store: Store, env: PluginRef, *, seed: int, concurrency: int = 1,
         labels: dict[str, str] | None = None,
         model_factory: Callable[[RunConfig], ChatModel] | None = None,
-        cache: dict[str, EvalRecord] | None = None,
+        cache: dict[str, EvalRecord] | None = None, progress: bool = False,
     ) -> None:
         self.store = store
         self.env = env
         self.seed = seed
         self.concurrency = concurrency
         self.labels = labels or {}
-        self.runner = Runner(store, progress=False, model_factory=model_factory)
+        # A bar per evaluation that leaves the screen when done: the engine prints its own line.
+        self.runner = Runner(store, progress=progress, transient=True, model_factory=model_factory)
         self.cache: dict[str, EvalRecord] = cache if cache is not None else {}
 
     @staticmethod
@@ -83,9 +84,11 @@ class Evaluator:
         """Cache key of one (spec, task) pair."""
         return f"{spec_hash}:{task.hash()}"
 
-    async def evaluate(self, spec: AgentSpec, tasks: Sequence[TaskSpec], split: str) -> Evaluation:
+    async def evaluate(self, spec: AgentSpec, tasks: Sequence[TaskSpec], split: str,
+                       who: str = "spec") -> Evaluation:
         """``spec`` on ``tasks`` (one epoch); only pairs not yet in the cache are run. A run
-        interrupted earlier with the same missing tasks is resumed, not repeated."""
+        interrupted earlier with the same missing tasks is resumed, not repeated. ``who``
+        names the spec on the progress bar (``seed``, ``child``, ...)."""
         h = spec.hash()
         # A task listed twice is run once (its record serves both places).
         missing = list({self.key(h, t): t for t in tasks if self.key(h, t) not in self.cache}.values())
@@ -95,7 +98,7 @@ class Evaluator:
                 env=self.env, agent=spec, tasks=missing, epochs=1, seed=self.seed,
                 concurrency=self.concurrency, labels={**self.labels, "split": split},
             )
-            summary = await self.runner.run(config, resume=True)
+            summary = await self.runner.run(config, resume=True, label=f"{who} {h[:8]} on {split}")
             # Steps too: they tell how many attempts an episode made.
             for t in self.store.iter_trajectories(summary.run_id):
                 ok = bool(t.outcome and t.outcome.success and t.outcome.counts)

@@ -173,7 +173,8 @@ class Experiment:
 
     def __init__(self, config: ExperimentConfig, store: Store, folder: Path, *,
                  models: SharedModels | None = None, concurrency: int = 1,
-                 on_event: Callable[[str], None] | None = None, registry: Registry = REGISTRY) -> None:
+                 on_event: Callable[[str], None] | None = None, registry: Registry = REGISTRY,
+                 progress: bool = False) -> None:
         self.config = config
         self.store = store
         self.folder = folder
@@ -181,12 +182,14 @@ class Experiment:
         self.concurrency = concurrency
         self.on_event = on_event or (lambda _m: None)
         self.registry = registry
+        self.progress = progress
+        """A progress bar with ETA per evaluation (the CLI's; off for library callers)."""
         self.id = config.experiment_id()
 
     def _evaluator(self, role: str) -> Evaluator:
         return Evaluator(self.store, self.config.env, seed=self.config.engine.seed,
                          concurrency=self.concurrency, model_factory=self.models,
-                         labels={"experiment": self.id, "role": role})
+                         labels={"experiment": self.id, "role": role}, progress=self.progress)
 
     async def run(self) -> ExperimentResult:
         """Run every engine (continuing checkpoints), then score test."""
@@ -210,7 +213,7 @@ class Experiment:
         # Test: outside the budget, after every engine is done; no proposer sees it.
         tester = self._evaluator("test")
         self.on_event(f"scoring the seed spec on {len(tasks['test'])} held-out test tasks")
-        base_ev = await tester.evaluate(c.seed_spec, tasks["test"], "test")
+        base_ev = await tester.evaluate(c.seed_spec, tasks["test"], "test", "seed")
         base_table = self._table(base_ev)
         results = []
         for ref, engine in engines:
@@ -233,7 +236,7 @@ class Experiment:
         s = engine.state
         winner = s.archive.best()
         self.on_event(f"[{ref.name}] scoring its winner on the test tasks")
-        ev = await tester.evaluate(winner.spec, test, "test")
+        ev = await tester.evaluate(winner.spec, test, "test", f"{ref.name} winner")
         table = self._table(ev)
         cmp = compare_pair(base_table, table, np.random.default_rng(engine.config.seed),
                            label_a="seed", label_b=ref.name)

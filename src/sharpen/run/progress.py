@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -17,15 +18,19 @@ from sharpen.core.outcome import Outcome
 
 
 class RunProgress:
-    """Counts finished episodes; shows success so far over counted attempts and errors."""
+    """Counts finished episodes; shows success so far over counted attempts and errors.
+    ``label`` names the work (``episodes`` for a run; the improvement engine says whose
+    evaluation it is); a ``transient`` bar leaves the screen when done, for work that reports
+    its own result line."""
 
-    def __init__(self, total: int, done: int = 0, enabled: bool = True) -> None:
+    def __init__(self, total: int, done: int = 0, enabled: bool = True, *, label: str = "episodes",
+                 transient: bool = False) -> None:
         self.enabled = enabled
         self.success = 0
         self.counted = 0
         self.errors = 0
         self._progress = Progress(
-            TextColumn("[bold]episodes"),
+            TextColumn(f"[bold]{escape(label)}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"),
@@ -33,6 +38,7 @@ class RunProgress:
             TextColumn("ETA"),
             TimeRemainingColumn(),
             disable=not enabled,
+            transient=transient,
         )
         self._task = self._progress.add_task("run", total=total, completed=done, rate="")
 

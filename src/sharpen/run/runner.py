@@ -85,15 +85,18 @@ class Runner:
         store: Store,
         *,
         progress: bool = True,
+        transient: bool = False,
         model_factory: Callable[[RunConfig], ChatModel] | None = None,
     ) -> None:
         self.store = store
         self.progress = progress
+        self.transient = transient  # the bar leaves the screen when a run ends
         # Tests and benchmarks may inject a model; normally it is built from the spec's ref.
         self.model_factory = model_factory or build_model
 
-    async def run(self, config: RunConfig, *, resume: bool = False) -> RunSummary:
-        """Run (or resume) ``config``; returns the summary of every trajectory of the run."""
+    async def run(self, config: RunConfig, *, resume: bool = False, label: str = "episodes") -> RunSummary:
+        """Run (or resume) ``config``; returns the summary of every trajectory of the run.
+        ``label`` names the work on the progress bar."""
         config_hash = config.config_hash()
         run_id = self.store.find_resumable(config_hash) if resume else None
         done: set[str] = set()
@@ -131,7 +134,7 @@ class Runner:
         status = "interrupted"
         try:
             with RunProgress(total=len(config.tasks) * config.epochs, done=len(done),
-                             enabled=self.progress) as bar:
+                             enabled=self.progress, label=label, transient=self.transient) as bar:
                 sem = asyncio.Semaphore(max(1, config.concurrency))
                 breaker = _InfraBreaker(
                     limit=max(1, min(len(todo), max(INFRA_STREAK_LIMIT, config.concurrency)))
