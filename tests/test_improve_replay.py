@@ -63,7 +63,7 @@ async def test_reflexion_keeps_first_attempts_and_carries_its_memory(tmp_path: P
         # On a greedy model Reflexion can only add successes, never lose one.
         assert t.outcome.success >= base.outcome.success
         trials = 1 + max(s.info.get("trial", 0) for s in t.steps)
-        assert t.attempts == trials
+        assert t.trials == trials
         assert trials == (1 if base.outcome.success else 3) or t.outcome.success
         reflections = [f for f in t.feedback if f.name == "reflection"]
         asked = [s for s in t.steps if "reflection" in s.info]
@@ -79,9 +79,9 @@ async def test_reflexion_keeps_first_attempts_and_carries_its_memory(tmp_path: P
         assert t.usage.total_tokens >= base.usage.total_tokens
     assert retried, "the cassette has no failed first attempt, so no retry was checked"
     # Every attempt is an environment episode, and the budget is charged for each.
-    assert ev.new_rollouts == sum(t.attempts for t in refl.values()) == len(refl) + sum(
-        t.attempts - 1 for t in refl.values()) > len(refl)
-    assert sum(r.attempts for r in ev.records) == ev.new_rollouts
+    assert ev.new_rollouts == sum(t.trials for t in refl.values()) == len(refl) + sum(
+        t.trials - 1 for t in refl.values()) > len(refl)
+    assert sum(r.trials for r in ev.records) == ev.new_rollouts
 
 
 async def test_archived_specs_are_files_sharpen_run_loads(tmp_path: Path):

@@ -57,8 +57,8 @@ def _now() -> datetime:
 
 
 TRIAL = "trial"
-"""``Step.info`` key of an agent that plays several attempts on a freshly reset environment
-within one trajectory (``reflexion``): the 0-based attempt the step belongs to."""
+"""``Step.info`` key of an agent that plays several trials on a freshly reset environment
+within one trajectory (``reflexion``): the 0-based trial the step belongs to."""
 
 
 class Trajectory(BaseModel):
@@ -101,9 +101,10 @@ class Trajectory(BaseModel):
         return trajectory_key(self.task, self.agent_hash, self.epoch)
 
     @property
-    def attempts(self) -> int:
-        """Environment episodes this trajectory played: one, or as many as the attempts its
-        steps are tagged with (:data:`TRIAL`). Budgets count rollouts in these."""
+    def trials(self) -> int:
+        """Environment episodes this trajectory played: one, or as many as the trials its
+        steps are tagged with (:data:`TRIAL`). The improvement engine's budget counts
+        rollouts in these. (Not the stats' "attempts", which are trajectories.)"""
         return 1 + max((s.info[TRIAL] for s in self.steps if TRIAL in s.info), default=0)
 
     @property

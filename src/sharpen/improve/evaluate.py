@@ -37,8 +37,8 @@ class EvalRecord(BaseModel):
     here and are visible in the stored run)."""
     usage: Usage
     """Tokens and cost of the episode."""
-    attempts: int = 1
-    """Environment episodes it played (:attr:`~sharpen.core.trajectory.Trajectory.attempts`:
+    trials: int = 1
+    """Environment episodes it played (:attr:`~sharpen.core.trajectory.Trajectory.trials`:
     more than one for an agent that retries, such as ``reflexion``)."""
 
 
@@ -99,14 +99,14 @@ class Evaluator:
                 concurrency=self.concurrency, labels={**self.labels, "split": split},
             )
             summary = await self.runner.run(config, resume=True, label=f"{who} {h[:8]} on {split}")
-            # Steps too: they tell how many attempts an episode made.
+            # Steps too: they tell how many trials an episode played.
             for t in self.store.iter_trajectories(summary.run_id):
                 ok = bool(t.outcome and t.outcome.success and t.outcome.counts)
                 self.cache[self.key(h, t.task)] = EvalRecord(
                     run_id=summary.run_id, trajectory_id=t.id, success=ok, usage=t.usage,
-                    attempts=t.attempts)
+                    trials=t.trials)
                 new_usage = new_usage + t.usage
-                new_rollouts += t.attempts
+                new_rollouts += t.trials
         records = [self.cache[self.key(h, t)] for t in tasks]
         return Evaluation(spec_hash=h, records=records, new_rollouts=new_rollouts, new_usage=new_usage)
 

@@ -164,7 +164,7 @@ def _tokens_per_task(ev: Evaluation) -> float:
 
 
 def _rollouts_per_task(ev: Evaluation) -> float:
-    return float(np.mean([r.attempts for r in ev.records])) if ev.records else 0.0
+    return float(np.mean([r.trials for r in ev.records])) if ev.records else 0.0
 
 
 class Experiment:
