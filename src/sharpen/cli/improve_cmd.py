@@ -96,7 +96,8 @@ def improve(
     model_name: ModelNameOpt = None,
     model_arg: ModelArgOpt = None,
     env_arg: EnvArgOpt = None,
-    budget_rollouts: Annotated[int | None, typer.Option(help="Rollouts on train+val.")] = 60,
+    budget_rollouts: Annotated[int | None, typer.Option(
+        help="Rollouts on train+val (an environment episode each; a retry is one more).")] = 60,
     budget_tokens: Annotated[int | None, typer.Option(help="Tokens (rollouts + proposers).")] = None,
     budget_usd: Annotated[float | None, typer.Option(help="Dollars (rollouts + proposers).")] = None,
     train: Annotated[int, typer.Option(help="Training tasks.")] = 20,
