@@ -333,7 +333,8 @@ def render(out: dict[str, Any], command: str) -> str:
             f"| {100 * s['test']:.1f}% | {_gain(c)} | {c.p_value:.3f} |")
     gain_ok = _gain_value(ev["cmp"]) >= _gain_value(gp["cmp"])
     half_ok = 2 * ev["to_best"] <= gp["to_best"]
-    real = [s["name"] for s in (ev, gp) if s["cmp"].significant and s["cmp"].direction == "better"]
+    # A significant loss is a real difference too: only say "noise" when neither side has one.
+    real = [s["name"] for s in (ev, gp) if s["cmp"].significant]
     caveat = ("" if real else "; neither gain is distinguishable from zero, so this compares noise")
     lines += [
         "",
