@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.console import Console
+
 from sharpen.core import AgentSpec, PluginRef
+from sharpen.core.outcome import Outcome
 from sharpen.envs.code import CodeEnv
 from sharpen.run import RunConfig, Runner, RunSummary
+from sharpen.run.progress import RunProgress
 from sharpen.store import Store
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "cassettes"
@@ -57,3 +61,15 @@ async def test_a_different_config_is_not_resumed(tmp_path: Path):
     first = await Runner(store, progress=False).run(_config(4, n=4))
     other = await Runner(store, progress=False).run(_config(4, n=5), resume=True)
     assert other.run_id != first.run_id and other.n_trajectories == 5
+
+
+def test_the_progress_bar_names_its_work_and_counts_successes():
+    bar = RunProgress(total=3, label="gate: child {x} [b] on train")  # braces/brackets stay text
+    bar.advance(Outcome(success=True, reward=1.0))
+    bar.advance(None)
+    console = Console(width=150)
+    with console.capture() as cap:
+        console.print(bar._progress.make_tasks_table(bar._progress.tasks))
+    line = cap.get()
+    assert "gate: child {x} [b] on train" in line and "2/3" in line
+    assert "success 1/1" in line and "errors 1" in line

@@ -30,7 +30,7 @@ class RunProgress:
         self.counted = 0
         self.errors = 0
         self._progress = Progress(
-            TextColumn(f"[bold]{escape(label)}"),
+            TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"),
@@ -40,7 +40,7 @@ class RunProgress:
             disable=not enabled,
             transient=transient,
         )
-        self._task = self._progress.add_task("run", total=total, completed=done, rate="")
+        self._task = self._progress.add_task(escape(label), total=total, completed=done, rate="")
 
     def __enter__(self) -> RunProgress:
         self._progress.__enter__()
