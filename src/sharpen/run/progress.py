@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from rich import get_console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -37,7 +38,8 @@ class RunProgress:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
-            disable=not enabled,
+            # Off the terminal a transient bar shows nothing but would leave a blank line.
+            disable=not enabled or (transient and not get_console().is_terminal),
             transient=transient,
         )
         self._task = self._progress.add_task(escape(label), total=total, completed=done, rate="")
