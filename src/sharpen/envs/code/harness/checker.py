@@ -31,7 +31,7 @@ import time
 
 from . import messages
 from .plan import clip, plan
-from .procs import CallTimeout, ImportFailed, Worker, WorkerDied
+from .procs import CallTimeout, ImportFailed, Worker, WorkerDied, call_line
 from .wire import Unsupported, decode, encode, loads
 from .worker import exec_main
 
@@ -150,7 +150,7 @@ class Harness:
         statement that uses the candidate otherwise and within ``AHEAD_BYTES``. The worker
         answers them in order while the checker runs the statements, which take the replies
         in turn: one round trip instead of one per call."""
-        calls, size = [], 0
+        calls, lines, size = [], [], 0
         for _kind, _code, _src, _node, uses, call in steps:
             if not uses:
                 continue
@@ -160,12 +160,14 @@ class Harness:
                 encoded = ([encode(a) for a in call[0]], {k: encode(v) for k, v in call[1].items()})
             except (Unsupported, RecursionError):
                 break
-            size += len(json.dumps(encoded)) + 24
+            line = call_line(*encoded)
+            size += len(line)
             if size > AHEAD_BYTES:
                 break
             calls.append(encoded)
+            lines.append(line)
         if len(calls) > 1:
-            worker.send_calls(calls, self.deadline)
+            worker.send_calls(lines, self.deadline)
             self.ahead = calls
 
     def new_worker(self):

@@ -49,6 +49,11 @@ def _status(raw):
     return os.WEXITSTATUS(raw)
 
 
+def call_line(args, kwargs):
+    """The wire line of one call of the entry point (encoded ``args`` and ``kwargs``)."""
+    return json.dumps({"args": args, "kwargs": kwargs}) + "\n"
+
+
 class Worker:
     """The candidate process and its RPC pipes."""
 
@@ -170,15 +175,14 @@ class Worker:
 
     def call(self, args, kwargs, deadline):
         """One call of the entry point; the decoded-later reply message."""
-        self.send_calls([(args, kwargs)], deadline)
+        self.send_calls([call_line(args, kwargs)], deadline)
         return self.reply(deadline)
 
-    def send_calls(self, calls, deadline):
-        """Send calls (encoded ``(args, kwargs)``) whose replies :meth:`reply` reads, in order.
+    def send_calls(self, lines, deadline):
+        """Send calls (:func:`call_line` each) whose replies :meth:`reply` reads, in order.
         Keep what is sent ahead small (a pipe's worth): the worker's replies are not read
         meanwhile."""
-        self._write("".join(json.dumps({"args": a, "kwargs": k}) + "\n"
-                            for a, k in calls).encode("ascii"), deadline)
+        self._write("".join(lines).encode("ascii"), deadline)
 
     def reply(self, deadline):
         """The reply to the oldest call sent and not yet answered."""
