@@ -134,6 +134,25 @@ def test_no_detectable_difference_names_the_smallest_detectable_effect() -> None
                            "effect is 14 points")
 
 
+def test_a_verdict_that_follows_the_test_says_when_the_interval_excludes_zero() -> None:
+    """5 tasks fixed, none broken, of 50: the exact McNemar p is 2/32 = 0.0625, while
+    Newcombe's interval excludes 0 — the words must not hide the table's interval."""
+    rng = np.random.default_rng(0)
+    a = np.r_[np.ones(13, int), np.zeros(37, int)]
+    b = np.r_[np.ones(18, int), np.zeros(32, int)]
+    cmp = compare_pair(make_table(np.ones(50, int), a), make_table(np.ones(50, int), b), rng)
+    assert cmp.method == "mcnemar-exact" and cmp.discordant == (0, 5)
+    assert not cmp.significant and cmp.p_value == pytest.approx(0.0625) and cmp.ci.low > 0
+    assert cmp.verdict.startswith("no detectable difference; with these tasks the smallest")
+    assert cmp.verdict.endswith(f"the 95% CI [{100 * cmp.ci.low:.1f}, {100 * cmp.ci.high:.1f}] of B − A "
+                                "excludes 0 but the test does not (p = 0.062, α = 0.05): at this "
+                                "margin the verdict follows the test")
+    # An interval that spans 0 adds nothing to the words.
+    c = np.r_[np.ones(15, int), np.zeros(35, int)]
+    cmp = compare_pair(make_table(np.ones(50, int), a), make_table(np.ones(50, int), c), rng)
+    assert cmp.ci.low < 0 and "excludes 0" not in cmp.verdict
+
+
 def test_unmatched_and_unscored_tasks_are_reported_not_compared() -> None:
     rng = np.random.default_rng(0)
     a = make_table([1, 1, 1, 0], [1, 0, 1, 0])

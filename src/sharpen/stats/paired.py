@@ -18,7 +18,9 @@ Verdict: with p (Holm-adjusted when several runs are compared with one baseline)
 ``"B is better by 6.2 points, 95% CI [2.1, 10.3], p = 0.004"`` (or ``worse``, with the
 interval of ``A − B``); otherwise ``"no detectable difference; with these tasks the smallest
 detectable effect is 14 points"`` — the MDE at 80% power and α from the observed spread of
-the per-task differences (:func:`paired_mde`).
+the per-task differences (:func:`paired_mde`), followed, when the interval excludes 0 all the
+same (Newcombe's interval against the exact test, or an unadjusted interval against a Holm
+p-value), by a clause that says so.
 """
 
 from __future__ import annotations
@@ -197,5 +199,14 @@ def with_verdict(cmp: PairedComparison, p_adjusted: float, family: int) -> Paire
         mde_text = f"{mde:.0f}" if mde >= 10 else f"{mde:.1f}"
         verdict = ("no detectable difference; with these tasks the smallest detectable effect "
                    f"is {mde_text} points")
+        if cmp.ci is not None and (cmp.ci.low > 0 or cmp.ci.high < 0):
+            # Newcombe's interval and the exact McNemar test (or Holm's adjustment, which
+            # leaves intervals alone) can disagree at the margin; say so rather than let the
+            # table's interval contradict the words.
+            p_text = _p(p_adjusted, cmp.p_upper_bound) + (" (Holm-adjusted)" if family > 1 else "")
+            verdict += (f"; the {round(100 * cmp.ci.level)}% CI [{_points(cmp.ci.low)}, "
+                        f"{_points(cmp.ci.high)}] of {b} − {cmp.label_a} excludes 0 but the test "
+                        f"does not ({p_text}, α = {cmp.alpha:g}): at this margin the verdict "
+                        "follows the test")
     return cmp.model_copy(update={"p_adjusted": p_adjusted, "significant": significant,
                                   "direction": direction, "verdict": verdict})
