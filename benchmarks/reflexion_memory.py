@@ -20,6 +20,7 @@ tasks, and the tokens (prompt + completion) per failed task. Written to
 
     python benchmarks/reflexion_memory.py            # about an hour on two cores
     python benchmarks/reflexion_memory.py --memories none,result --out /tmp/rm.md
+    python benchmarks/reflexion_memory.py --memories result --result-chars 200
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ async def main(args: argparse.Namespace) -> str:
         print(f"plain: {len(solved)}/{len(tasks)}", flush=True)
         for memory in args.memories.split(","):
             t0 = time.perf_counter()
-            agent = PluginRef(name="reflexion", args={"trials": args.trials, "memory": memory})
+            agent = PluginRef(name="reflexion", args={"trials": args.trials, "memory": memory,
+                                                      "result_chars": args.result_chars})
             trs = await run(store, agent, failed)
             fixed = sum(bool(t.outcome.success) for t in trs)
             rows.append((f"reflexion, {args.trials} trials, memory `{memory}`", f"{fixed}/{len(failed)}",
@@ -82,7 +84,7 @@ async def main(args: argparse.Namespace) -> str:
         "# Reflexion memory on the embedded model",
         "",
         f"`python benchmarks/reflexion_memory.py --tasks {args.tasks} --trials {args.trials} "
-        f"--memories {args.memories}` — "
+        f"--memories {args.memories} --result-chars {args.result_chars}` — "
         f"{started:%Y-%m-%d %H:%M} UTC, {cpu_name()}, {len(os.sched_getaffinity(0))} CPU(s), load "
         f"average {load:.1f} at the start and {os.getloadavg()[0]:.1f} at the end; sharpen "
         f"{version('sharpen')}, llama-cpp-python {version('llama-cpp-python')}.",
@@ -109,6 +111,8 @@ if __name__ == "__main__":
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--memories", default=",".join(MEMORIES),
                     help="comma-separated, from: " + ", ".join(MEMORIES))
+    ap.add_argument("--result-chars", type=int, default=1200,
+                    help="characters of a failed attempt's test report that a memory entry keeps")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "reflexion_memory.md")
     a = ap.parse_args()
     page = asyncio.run(main(a))

@@ -437,6 +437,31 @@ def test_reflexion_result_memory_carries_the_verdict_not_the_answer():
     assert not failed.feedback  # no reflection was asked for
 
 
+def test_reflexion_memory_keeps_the_top_of_a_long_verdict_up_to_result_chars():
+    """``result_chars`` bounds what of the environment's verdict an entry carries (the score
+    and the first failure come first), and the proposer hands it to every child."""
+    report = "0/5 tests passed.\nFailed:\n" + "".join(
+        f"- `assert candidate({i}) == {i + 1}`: candidate({i}) returned {i}, expected {i + 1}\n"
+        for i in range(5))
+    failed = Trajectory(task=TaskSpec(env="code", id="t"), agent_hash="x", steps=[Step(
+        index=0, messages=[], action=Action(tool="submit", arguments={"code": "return n"}),
+        observation=report)])
+    agent = REGISTRY.create("agent", PluginRef(name="reflexion",
+                                               args={"memory": "result", "result_chars": 120}))
+    entry = _run(agent._remember(None, None, failed, failed, 0))
+    assert "0/5 tests passed" in entry and "candidate(0) == 1" in entry
+    assert "candidate(4)" not in entry and entry.endswith("…[cut]")
+    whole = _run(REGISTRY.create("agent", PluginRef(name="reflexion", args={"memory": "result"}))
+                 ._remember(None, None, failed, failed, 0))
+    assert "candidate(4) returned 4" in whole  # the default keeps a report this size whole
+    proposer = REGISTRY.create("proposer", PluginRef(name="reflexion", args={"result_chars": 120}))
+    assert proposer.child(seed_spec("replay"), 2, "result").agent.args["result_chars"] == 120
+    assert "result_chars" not in REGISTRY.create("proposer", PluginRef(name="reflexion")).child(
+        seed_spec("replay"), 2, "result").agent.args
+    with pytest.raises(UserError, match="result_chars: 200"):
+        REGISTRY.create("agent", PluginRef(name="reflexion", args={"result_chars": 5}))
+
+
 def test_reflexion_names_the_fix_for_an_unknown_memory():
     with pytest.raises(UserError, match="unknown or no memories"):
         REGISTRY.create("proposer", PluginRef(name="reflexion", args={"memories": ["reflection"]}))

@@ -18,6 +18,9 @@ holds is the ``memory`` arg:
   that there is one. This is the ablation that tells what the words add: on the embedded
   135M model it beat both richer memories (``docs/improve.md``).
 
+What the environment said is kept up to ``result_chars`` characters, from the top (for
+``code``: the score, then the failed tests in order).
+
 The first attempt is exactly what the plain tool agent would do (same prompt, same seed, same
 params), so it never loses a success the plain agent has on a deterministic model. Later
 attempts sample at ``retry_temperature`` (0.7 by default): a small greedy model given its
@@ -63,16 +66,17 @@ def task_text(t: Trajectory, limit: int = 1200) -> str:
     return _clip(first or "(not stated)", limit)
 
 
-def describe_attempt(t: Trajectory, limit: int = 1200, *, answer: bool = True) -> str:
-    """The last answer of an attempt (unless ``answer`` is false) and what the environment
-    said about it."""
+def describe_attempt(t: Trajectory, limit: int = 1200, *, answer: bool = True,
+                     result_limit: int = 1200) -> str:
+    """The last answer of an attempt (unless ``answer`` is false), cut to ``limit``
+    characters, and what the environment said about it, cut to ``result_limit``."""
     text, result = "", ""
     for step in t.steps:
         if step.action is not None:
             text = "\n".join(f"{k}: {v}" for k, v in step.action.arguments.items())
         if step.observation:
             result = step.observation
-    said = f"Result:\n{_clip(result or '(nothing)', limit)}"
+    said = f"Result:\n{_clip(result or '(nothing)', result_limit)}"
     if not answer:
         return said
     return f"Your answer:\n{_clip(text or '(no valid answer)', limit)}\n\n{said}"
@@ -86,18 +90,23 @@ class ReflexionAgent:
     reflection), ``retry_temperature`` (sampling temperature of attempts after the first;
     ``None`` keeps the spec's — a greedy small model otherwise tends to repeat its failed
     answer word for word), ``memory`` (``reflections``, ``feedback``, ``result`` or ``none``),
-    ``memory_size`` (memory entries in a retry's prompt, the most recent), and the inner tool
-    agent's ``protocol`` (``auto``, ``native`` or ``text``) and ``guidelines_top_k``."""
+    ``memory_size`` (memory entries in a retry's prompt, the most recent), ``result_chars``
+    (characters of what the environment said that an entry keeps, from the top: the score
+    and about one failed test at 200), and the inner tool agent's ``protocol`` (``auto``,
+    ``native`` or ``text``) and ``guidelines_top_k``."""
 
     def __init__(self, trials: int = 2, reflection_tokens: int = 64, retry_temperature: float | None = 0.7,
-                 memory: Memory = "reflections", memory_size: int = 3, protocol: Protocol = "auto",
-                 guidelines_top_k: int | None = None) -> None:
+                 memory: Memory = "reflections", memory_size: int = 3, result_chars: int = 1200,
+                 protocol: Protocol = "auto", guidelines_top_k: int | None = None) -> None:
         if not isinstance(trials, int) or trials < 1:
             raise UserError(f"reflexion: trials must be a positive integer, got {trials!r}",
                             "set agent args trials: 2 (or more)")
         if not isinstance(memory_size, int) or memory_size < 1:
             raise UserError(f"reflexion: memory_size must be a positive integer, got {memory_size!r}",
                             "set agent args memory_size: 1 (or more)")
+        if not isinstance(result_chars, int) or result_chars < 40:
+            raise UserError(f"reflexion: result_chars must be an integer ≥ 40, got {result_chars!r}",
+                            "set agent args result_chars: 200 (about one failed test) or more")
         if memory not in MEMORIES:
             raise UserError(f"reflexion: unknown memory {memory!r}",
                             f"set agent args memory to one of {', '.join(MEMORIES)}")
@@ -106,6 +115,7 @@ class ReflexionAgent:
         self.reflection_tokens = reflection_tokens
         self.retry_temperature = retry_temperature
         self.memory_size = memory_size
+        self.result_chars = result_chars
         self.inner = ToolAgent(protocol, guidelines_top_k)
 
     async def run(
@@ -159,10 +169,8 @@ class ReflexionAgent:
         """The memory entry of a failed ``attempt``: what it answered and what the
         environment said, then (``memory="reflections"``) a reflection, asked
         for here and recorded as a step and as feedback."""
-        if self.memory == "result":
-            return f"Attempt {trial + 1}:\n{describe_attempt(attempt, answer=False)}"
-        described = describe_attempt(attempt)
-        if self.memory == "feedback":
+        described = describe_attempt(attempt, answer=self.memory != "result", result_limit=self.result_chars)
+        if self.memory in ("result", "feedback"):
             return f"Attempt {trial + 1}:\n{described}"
         ask = Message(role="user", content=REFLECT_PROMPT.format(
             task=task_text(attempt), attempt=described))

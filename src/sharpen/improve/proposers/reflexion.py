@@ -24,7 +24,7 @@ from sharpen.core.errors import UserError
 from sharpen.core.registry import PluginRef, register
 from sharpen.improve.proposal import NothingToPropose, Proposal, ProposalContext
 
-AGENT_ARGS = ("trials", "reflection_tokens", "memory", "protocol", "guidelines_top_k")
+AGENT_ARGS = ("trials", "reflection_tokens", "memory", "result_chars", "protocol", "guidelines_top_k")
 """Reflexion agent args a child keeps when its parent ran another agent."""
 
 
@@ -36,10 +36,13 @@ def trials_of(spec: AgentSpec) -> int:
 @register("proposer", "reflexion")
 class ReflexionProposer:
     """Args: ``max_trials`` (attempts per task at most), ``reflection_tokens`` (max tokens of
-    one reflection), ``memories`` (the memory modes to offer, in the order tried)."""
+    one reflection), ``memories`` (the memory modes to offer, in the order tried),
+    ``result_chars`` (what of the environment's verdict a memory entry keeps, see
+    :class:`~sharpen.agents.reflexion.ReflexionAgent`; ``None`` keeps the agent's default)."""
 
     def __init__(self, max_trials: int = 3, reflection_tokens: int = 64,
-                 memories: list[str] | tuple[str, ...] = ("none", "feedback", "reflections")) -> None:
+                 memories: list[str] | tuple[str, ...] = ("none", "feedback", "reflections"),
+                 result_chars: int | None = None) -> None:
         unknown = [m for m in memories if m not in MEMORIES]
         if unknown or not memories:
             raise UserError(f"reflexion proposer: unknown or no memories {list(memories)!r}",
@@ -47,12 +50,15 @@ class ReflexionProposer:
         self.max_trials = max_trials
         self.reflection_tokens = reflection_tokens
         self.memories = list(memories)
+        self.result_chars = result_chars
 
     def child(self, spec: AgentSpec, trials: int, memory: str = "reflections") -> AgentSpec:
         """``spec`` run by the reflexion agent with ``trials`` attempts per task and episodic
         memory ``memory``."""
         args = {**spec.agent.args, "trials": trials, "reflection_tokens": self.reflection_tokens,
                 "memory": memory}
+        if self.result_chars is not None:
+            args["result_chars"] = self.result_chars
         if spec.agent.name != "reflexion":
             args = {k: v for k, v in args.items() if k in AGENT_ARGS}
         return spec.model_copy(update={"agent": PluginRef(name="reflexion", args=args), "parents": []})
