@@ -458,8 +458,9 @@ def test_reflexion_memory_keeps_the_top_of_a_long_verdict_up_to_result_chars():
     assert proposer.child(seed_spec("replay"), 2, "result").agent.args["result_chars"] == 120
     assert "result_chars" not in REGISTRY.create("proposer", PluginRef(name="reflexion")).child(
         seed_spec("replay"), 2, "result").agent.args
-    with pytest.raises(UserError, match="result_chars: 200"):
-        REGISTRY.create("agent", PluginRef(name="reflexion", args={"result_chars": 5}))
+    for kind in ("agent", "proposer"):  # a typo fails before any rollout is spent
+        with pytest.raises(UserError, match="result_chars: 200"):
+            REGISTRY.create(kind, PluginRef(name="reflexion", args={"result_chars": 5}))
 
 
 def test_reflexion_names_the_fix_for_an_unknown_memory():

@@ -82,6 +82,13 @@ def describe_attempt(t: Trajectory, limit: int = 1200, *, answer: bool = True,
     return f"Your answer:\n{_clip(text or '(no valid answer)', limit)}\n\n{said}"
 
 
+def check_result_chars(value: object) -> None:
+    """A :class:`UserError` unless ``value`` is a usable ``result_chars`` (an int ≥ 40)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 40:
+        raise UserError(f"reflexion: result_chars must be an integer ≥ 40, got {value!r}",
+                        "set result_chars: 200 (the score and about one failed test) or more")
+
+
 @register("agent", "reflexion")
 class ReflexionAgent:
     """Up to ``trials`` attempts with reflections between them (see the module doc).
@@ -104,9 +111,7 @@ class ReflexionAgent:
         if not isinstance(memory_size, int) or memory_size < 1:
             raise UserError(f"reflexion: memory_size must be a positive integer, got {memory_size!r}",
                             "set agent args memory_size: 1 (or more)")
-        if not isinstance(result_chars, int) or result_chars < 40:
-            raise UserError(f"reflexion: result_chars must be an integer ≥ 40, got {result_chars!r}",
-                            "set agent args result_chars: 200 (about one failed test) or more")
+        check_result_chars(result_chars)
         if memory not in MEMORIES:
             raise UserError(f"reflexion: unknown memory {memory!r}",
                             f"set agent args memory to one of {', '.join(MEMORIES)}")

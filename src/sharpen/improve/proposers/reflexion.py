@@ -18,7 +18,7 @@ A parent with every such child tried has nothing left to propose.
 
 from __future__ import annotations
 
-from sharpen.agents.reflexion import MEMORIES
+from sharpen.agents.reflexion import MEMORIES, check_result_chars
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.registry import PluginRef, register
@@ -50,6 +50,8 @@ class ReflexionProposer:
         self.max_trials = max_trials
         self.reflection_tokens = reflection_tokens
         self.memories = list(memories)
+        if result_chars is not None:
+            check_result_chars(result_chars)
         self.result_chars = result_chars
 
     def child(self, spec: AgentSpec, trials: int, memory: str = "reflections") -> AgentSpec:
