@@ -68,7 +68,9 @@ class Spend(BaseModel):
     def exhausted(self, budget: Budget, next_rollouts: int = 0) -> str | None:
         """Why ``budget`` cannot afford ``next_rollouts`` more episodes, or ``None``."""
         if budget.rollouts is not None and self.rollouts + next_rollouts > budget.rollouts:
-            return f"rollout budget ({self.rollouts} of {budget.rollouts} used)"
+            # Say why a run stops with rollouts left: the next gate would not fit.
+            need = f"; a gate takes about {next_rollouts}" if self.rollouts < budget.rollouts else ""
+            return f"rollout budget ({self.rollouts} of {budget.rollouts} used{need})"
         if budget.tokens is not None and self.tokens >= budget.tokens:
             return f"token budget ({self.tokens:,} of {budget.tokens:,} used)"
         if budget.usd is not None and self.usd >= budget.usd:
