@@ -60,12 +60,19 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path: Path, small_
     assert run.status == "finished"
 
 
+def _sigint_default() -> None:
+    # A test run started in the background of a shell without job control inherits SIGINT
+    # ignored (as every background job does), and Python then never turns Ctrl-C into
+    # KeyboardInterrupt; the child gets the terminal's default, as a user's shell gives it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_cleanly_and_keeps_finished_work(tmp_path: Path, small_agent: Path):
     args = ["run", "code", "-E", "source=generated", "--tasks", "6", "--concurrency", "1",
             "--agent", str(small_agent), "--no-progress"]
     db = tmp_path / ".sharpen" / "sharpen.db"
     proc = subprocess.Popen([*SHARPEN, *args], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
     deadline = time.monotonic() + 400
     while _stored(db) < 1 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
