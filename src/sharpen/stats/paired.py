@@ -199,7 +199,7 @@ def with_verdict(cmp: PairedComparison, p_adjusted: float, family: int) -> Paire
         mde_text = f"{mde:.0f}" if mde >= 10 else f"{mde:.1f}"
         verdict = ("no detectable difference; with these tasks the smallest detectable effect "
                    f"is {mde_text} points")
-        if cmp.ci is not None and (cmp.ci.low > 0 or cmp.ci.high < 0):
+        if cmp.ci.low > 0 or cmp.ci.high < 0:  # ci is set: the first branch took None
             # Newcombe's interval and the exact McNemar test (or Holm's adjustment, which
             # leaves intervals alone) can disagree at the margin; say so rather than let the
             # table's interval contradict the words.
