@@ -15,6 +15,7 @@ import gzip
 import json
 import os
 import socket
+import tempfile
 import textwrap
 import time
 import uuid
@@ -34,6 +35,8 @@ from sharpen.sandbox.local import LocalSandbox, bwrap_usable
 MODES = ["bwrap", "fallback", "forkserver"]
 SLACK = 6.0
 HIDDEN = f"sharpen-hidden-{uuid.uuid4().hex}"
+BORN = time.time() - 2.0
+"""No file last changed before ``HIDDEN`` was made can hold it (2 s for timestamp granularity)."""
 
 ADD = CodeProblem(
     task_id="test/add",
@@ -427,7 +430,10 @@ async def test_environment_secrets_do_not_leak(mode: str, monkeypatch: pytest.Mo
     assert "returned {'PATH'" in dumped  # the program did run and return its environment
 
 
-SNOOP = textwrap.dedent("""\
+# The snooper reads only files changed since BORN: no older file can hold HIDDEN, and reading
+# every file under /tmp (other checkouts, their virtual environments) takes longer than a time
+# limit on a busy machine, which cut the scan off before it could say "nothing".
+SNOOP = f"BORN = {BORN!r}\n" + textwrap.dedent("""\
     import os, re
 
     # Built at run time: this very file (and its bytecode) gets scanned too.
@@ -457,7 +463,13 @@ SNOOP = textwrap.dedent("""\
         for top in (".", "/tmp"):
             for root, _dirs, names in os.walk(top):
                 for name in names:
-                    grab(os.path.join(root, name))
+                    path = os.path.join(root, name)
+                    try:
+                        st = os.stat(path)
+                    except OSError:
+                        continue
+                    if max(st.st_mtime, st.st_ctime) >= BORN:
+                        grab(path)
         # Its own process too: the worker is forked from the checker, which must not have
         # held the tests yet.
         for pid in os.listdir("/proc"):
@@ -509,6 +521,20 @@ async def test_snooper_control_finds_the_tests_without_isolation() -> None:
     r = await run_tests(SNOOP, ADD, timeout=90.0,
                         sandbox_factory=functools.partial(LocalSandbox, use_bwrap=False,
                                                           drop_uid=False))
+    assert "FOUND sharpen-hidden-" in r.model_dump_json()
+
+
+async def test_snooper_control_finds_a_readable_file() -> None:
+    """The snooper's file scan is not vacuous either: a world-readable file under /tmp that
+    holds the tests (written now, so after BORN) is found from inside the fallback sandbox."""
+    needs_uid("fallback")
+    with tempfile.TemporaryDirectory(prefix="sharpen-planted-", dir="/tmp") as planted:
+        os.chmod(planted, 0o755)
+        leak = os.path.join(planted, "leak.txt")
+        with open(leak, "w") as fh:
+            fh.write(ADD.test)
+        os.chmod(leak, 0o644)
+        r = await run_tests(SNOOP, ADD, timeout=30.0, sandbox_factory=factory("fallback"))
     assert "FOUND sharpen-hidden-" in r.model_dump_json()
 
 
