@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from servers import ScriptedServer, free_port
@@ -272,6 +273,7 @@ def local_model() -> ChatModel:
 
 @pytest.mark.slow
 async def test_local_model_completes_with_usage_and_zero_cost(local_model: ChatModel) -> None:
+    local_model._shared().memo.clear()  # type: ignore[attr-defined]  # generate, not recall
     c = await local_model.complete(MESSAGES, params={"temperature": 0, "max_tokens": 16})
     assert isinstance(c, Completion)
     assert c.message.role == "assistant" and c.message.content
@@ -296,6 +298,39 @@ async def test_local_instances_share_one_llama(local_model: ChatModel) -> None:
     before = loaded_models()
     assert a.llama is b.llama is local_model.llama  # type: ignore[attr-defined]
     assert loaded_models() == before
+
+
+@pytest.mark.slow
+async def test_local_model_remembers_replies_it_would_give_again(
+        local_model: ChatModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repeated request is answered from the memo, without generating, with the reply and
+    usage of the first; and that reply is the one a fresh generation gives even after other
+    requests ran on the shared Llama in between (which the memo's correctness rests on)."""
+    from sharpen.models.local import LocalModel
+
+    shared = local_model._shared()  # type: ignore[attr-defined]
+    shared.memo.clear()
+    params = {"temperature": 0.7, "max_tokens": 24, "seed": 3}
+    first = await local_model.complete(MESSAGES, params=params)
+    other = [*MESSAGES[:-1], Message(role="user", content="Name three colours.")]
+    await local_model.complete(other, params=params)
+
+    calls: list[int] = []
+    generate = LocalModel._generate
+
+    def counting(*args: Any) -> Any:
+        calls.append(1)
+        return generate(*args)
+
+    monkeypatch.setattr(LocalModel, "_generate", staticmethod(counting))
+    again = await local_model.complete(MESSAGES, params=params)
+    assert calls == [] and again.latency_s == 0.0
+    assert again.message.content == first.message.content and again.usage == first.usage
+    await local_model.complete(MESSAGES, params={**params, "seed": 4})  # another seed: new
+    assert calls == [1]
+    shared.memo.clear()
+    fresh = await local_model.complete(MESSAGES, params=params)
+    assert calls == [1, 1] and fresh.message.content == first.message.content
 
 
 def test_local_model_rejects_unknown_params() -> None:

@@ -14,6 +14,7 @@ import os
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -64,11 +65,25 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
+MEMO_SIZE = 4096
+"""Replies each loaded model remembers (least recently used first out; a few MB at most)."""
+
+_MISS = object()
+
+
 class _Shared:
-    """One loaded Llama plus the locks that serialise calls on it."""
+    """One loaded Llama, the locks that serialise calls on it, and the replies it gave.
+
+    Every call is seeded, so a reply is a pure function of the request: the memo hands back
+    the same reply for the same request without generating it again. It pays off where
+    sharpen repeats requests by design: the first attempt of a retrying agent (``reflexion``)
+    is the plain agent's, and the two are scored on the same tasks with the same seeds.
+    """
 
     def __init__(self, llama: Any) -> None:
         self.llama = llama
+        self.memo: OrderedDict[str, dict[str, Any] | None] = OrderedDict()
+        self.memo_lock = threading.Lock()  # not thread_lock: that one is held while generating
         self.thread_lock = threading.Lock()
         # asyncio locks are bound to a loop, so keep one per running loop.
         self.loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -81,6 +96,20 @@ class _Shared:
         if lock is None:
             lock = self.loop_locks[loop] = asyncio.Lock()
         return lock
+
+    def recall(self, key: str) -> Any:
+        """The raw reply remembered for ``key`` (``None`` for an over-long prompt), or ``_MISS``."""
+        with self.memo_lock:
+            raw = self.memo.get(key, _MISS)
+            if raw is not _MISS:
+                self.memo.move_to_end(key)
+            return raw
+
+    def remember(self, key: str, raw: dict[str, Any] | None) -> None:
+        with self.memo_lock:
+            self.memo[key] = raw
+            while len(self.memo) > MEMO_SIZE:
+                self.memo.popitem(last=False)
 
 
 _LOADED: dict[tuple[str, int], _Shared] = {}
@@ -203,17 +232,25 @@ class LocalModel:
         params: dict[str, Any] | None = None,
     ) -> Completion:
         """One chat completion. ``tools`` are ignored (text protocol). ``latency_s`` is the
-        generation time, not the wait for the model lock. A prompt that does not fit in
-        ``n_ctx`` gives an empty reply with ``finish_reason="length"`` (the conversation
-        outgrew the context: the agent's failure, not the infrastructure's)."""
+        generation time, not the wait for the model lock (0 for a request answered before:
+        the reply is remembered, see :class:`_Shared`; its usage is reported as generated).
+        A prompt that does not fit in ``n_ctx`` gives an empty reply with
+        ``finish_reason="length"`` (the conversation outgrew the context: the agent's failure,
+        not the infrastructure's)."""
         kwargs = self._kwargs(params)
         chat = _to_chat(messages)
         if (str(self.model_path), self.n_ctx) in _LOADED:
             shared = self._shared()
         else:  # loading takes a moment; keep the event loop free
             shared = await asyncio.to_thread(self._shared)
-        async with shared.async_lock():
-            raw, latency = await asyncio.to_thread(self._generate, shared, chat, kwargs)
+        key = json.dumps([chat, kwargs], sort_keys=True, default=repr)
+        raw, latency = shared.recall(key), 0.0
+        if raw is _MISS:
+            async with shared.async_lock():
+                raw = shared.recall(key)  # the same request may have finished while we waited
+                if raw is _MISS:
+                    raw, latency = await asyncio.to_thread(self._generate, shared, chat, kwargs)
+                    shared.remember(key, raw)
         if raw is None:  # prompt over the context window
             n_prompt = await asyncio.to_thread(_count_prompt, shared, chat)
             usage = Usage(input_tokens=n_prompt, calls=1)
