@@ -74,10 +74,12 @@ _MISS = object()
 class _Shared:
     """One loaded Llama, the locks that serialise calls on it, and the replies it gave.
 
-    Every call is seeded, so a reply is a pure function of the request: the memo hands back
-    the same reply for the same request without generating it again. It pays off where
-    sharpen repeats requests by design: the first attempt of a retrying agent (``reflexion``)
-    is the plain agent's, and the two are scored on the same tasks with the same seeds.
+    Every call is seeded, so a repeated request is answered with the reply it got the first
+    time, without generating it again (the memo). It pays off where sharpen repeats requests
+    by design: the first attempt of a retrying agent (``reflexion``) is the plain agent's, and
+    the two are scored on the same tasks with the same seeds — in the demo, 489 s instead of
+    689 s. It also makes the reply to a request independent of what ran in between, which
+    llama.cpp alone does not quite do (see :class:`LocalModel`).
     """
 
     def __init__(self, llama: Any) -> None:
@@ -184,9 +186,16 @@ class LocalModel:
     Params: temperature, max_tokens, top_p, seed, stop, top_k, min_p, presence_penalty,
     frequency_penalty, repeat_penalty; others raise :class:`UserError`. Unset ones take
     llama.cpp's defaults (temperature 0.2). Every call is seeded — with the ``seed`` param,
-    else the constructor's ``seed`` — so a completion is a pure function of (request, seed),
-    whatever ran before it on the shared Llama. Callers that want different samples for the
-    same request (epochs at temperature > 0) must pass different ``seed`` params.
+    else the constructor's ``seed`` — and a request made before is answered from the memo, so
+    the same calls in the same order give the same replies, and a request repeated in a
+    process gets its first reply. Not quite a pure function, though: llama.cpp reuses the
+    cached prefix the prompt shares with the previous call, and logits computed on a cache
+    can differ in their last bits from a fresh evaluation, which now and then flips a token
+    sampled at temperature > 0 (seen: a retry at 0.7 whose prompt had just run at
+    temperature 0 replied otherwise than after another prompt). Evaluating every prompt from
+    scratch would remove that at about 1.5× the time per call. Callers that want different
+    samples for the same request (epochs at temperature > 0) must pass different ``seed``
+    params.
     """
 
     supports_tools = False
