@@ -7,6 +7,9 @@ Set ``SHARPEN_SCREENSHOTS=1`` to (re)write the screenshots in ``docs/img/``.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import os
 import re
 import shutil
@@ -23,6 +26,8 @@ playwright_sync = pytest.importorskip("playwright.sync_api", reason="pip install
 
 import uvicorn  # noqa: E402
 
+from sharpen.improve.experiment import Experiment  # noqa: E402
+from sharpen.improve.folder import experiment_folder  # noqa: E402
 from sharpen.store.store import Store  # noqa: E402
 from sharpen.viewer import create_app  # noqa: E402
 from sharpen.viewer.demo import fill_fixture_store  # noqa: E402
@@ -43,11 +48,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Store, dict[str, str]]]:
-    path = tmp_path_factory.mktemp("viewer") / "viewer.db"
-    store = Store(f"sqlite:///{path}")
-    ids = fill_fixture_store(store)
+@contextlib.contextmanager
+def serving(store: Store) -> Iterator[str]:
+    """The viewer over ``store`` served by uvicorn on a free loopback port; yields its URL."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(
         create_app(store, allowed_hosts=frozenset({"127.0.0.1", "localhost"})),
@@ -58,9 +61,20 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Stor
     while not server.started:
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", store, ids
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Store, dict[str, str]]]:
+    path = tmp_path_factory.mktemp("viewer") / "viewer.db"
+    store = Store(f"sqlite:///{path}")
+    ids = fill_fixture_store(store)
+    with serving(store) as base:
+        yield base, store, ids
     store.close()
 
 
@@ -202,3 +216,35 @@ def test_script_in_model_output_does_not_execute(served, page) -> None:
     page.goto(f"{base}/runs/{ids['xss_run']}?q=%3Cscript%3E")
     assert page.locator("tr.task-row").count() == 1
     assert page.evaluate("window.__pwned === undefined")
+
+
+def test_improvement_experiment_archive_and_candidate_diff(tmp_path: Path, browser, page) -> None:
+    """A Reflexion experiment replayed from the cassette recorded from the embedded model
+    (tests/record_improve_cassette.py): list → experiment → candidate, in the browser."""
+    from record_improve_cassette import config
+
+    store = Store(f"sqlite:///{tmp_path / 'sharpen.db'}")
+    cfg = config("replay")
+    experiment = Experiment(cfg, store, experiment_folder(store.url, cfg.experiment_id()))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # Playwright's loop runs in this thread
+        result = pool.submit(asyncio.run, experiment.run()).result()
+    with serving(store) as base:
+        page.goto(base + "/")
+        page.click("nav.top >> text=improvement")
+        page.wait_for_selector("#experiments")
+        assert page.locator("tr.experiment-row").count() == 1
+        page.click(f"text={result.experiment_id}")
+        page.wait_for_selector("#held-out")
+        assert page.locator("tr.winner-row").count() == 1
+        assert page.locator("tr.candidate-row").count() == len(result.results[0].lineage)
+        assert page.locator("section.engine svg.chart").count() == 1  # the anytime curve
+        shot(page, "improve")
+        child = result.results[0].lineage[-1]
+        page.locator(f'tr.candidate-row a[href$="/{child.hash}"]').click()
+        page.wait_for_selector("pre.diff")
+        assert page.locator("pre.diff .diff-add").first.inner_text().startswith("+agent: reflexion")
+        shot(page, "improve-candidate")
+        page.locator("a.traj").first.click()  # a validation episode of the candidate
+        page.wait_for_selector("article.step")
+        assert page.errors == []
+    store.close()

@@ -28,17 +28,9 @@ from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.improve.budget import Budget, preflight
 from sharpen.improve.engine import EngineConfig
 from sharpen.improve.experiment import Experiment, ExperimentConfig, ExperimentResult
+from sharpen.improve.folder import experiment_folder
 from sharpen.improve.models import SharedModels
 from sharpen.improve.report import plot_curves, render
-
-
-def experiment_folder(store_url: str, experiment_id: str, base: Path | None) -> Path:
-    """Where an experiment's checkpoints and results live: ``base/ID``, by default next to a
-    SQLite store (``.sharpen/improve/ID``), else under ``.sharpen/improve``."""
-    if base is None:
-        path = store_url.removeprefix("sqlite:///") if store_url.startswith("sqlite:///") else None
-        base = (Path(path).parent if path else Path(".sharpen")) / "improve"
-    return base / experiment_id
 
 
 def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: Path | None,
@@ -76,8 +68,6 @@ def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: P
         console.print("[yellow]Interrupted.[/] Progress is checkpointed in "
                       f"{folder}; rerun the same command with --resume to continue.")
         raise typer.Exit(130) from None
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "result.json").write_text(result.model_dump_json(indent=2))
     return result
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -19,8 +20,12 @@ def view(
     token: Annotated[str | None, typer.Option(
         envvar="SHARPEN_VIEW_TOKEN",
         help="Access token every request must carry (generated for a non-local --host).")] = None,
+    improve_dir: Annotated[Path | None, typer.Option(
+        help="Folder of improvement experiments (default: improve/ next to a SQLite store, "
+             "where `sharpen improve` writes them).")] = None,
 ) -> None:
-    """Browse runs and trajectories, annotate them and compare runs in the browser."""
+    """Browse runs and trajectories, annotate them, compare runs and inspect improvement
+    experiments in the browser."""
     try:
         import uvicorn
 
@@ -32,7 +37,7 @@ def view(
     st = open_store(store)
     secret, generated = resolve_token(host, token)
     allowed = LOCAL_HOSTS if is_local(host) and secret is None else None
-    app = create_app(st, token=secret, allowed_hosts=allowed)
+    app = create_app(st, token=secret, allowed_hosts=allowed, improve_dir=improve_dir)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={secret}" if secret else "")
     console = Console(stderr=True)

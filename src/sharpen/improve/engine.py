@@ -104,10 +104,10 @@ class Engine:
     def _charge_proposer(self, usage: Usage) -> None:
         self.state.spend.proposer_usage = self.state.spend.proposer_usage + usage
 
-    def _point(self) -> None:
+    def _point(self, iteration: int) -> None:
         s = self.state
         s.curve.append(CurvePoint(rollouts=s.spend.rollouts, tokens=s.spend.tokens,
-                                  best_val=s.archive.best().val_score, iteration=s.iteration))
+                                  best_val=s.archive.best().val_score, iteration=iteration))
 
     def _save(self, rng) -> None:
         self.state.save_rng(rng)
@@ -131,7 +131,7 @@ class Engine:
             s.archive.add(Candidate(
                 spec=self.seed_spec, hash=ev.spec_hash, proposer="seed", change="the starting spec",
                 val={t.hash(): float(r.success) for t, r in zip(self.val, ev.records, strict=True)}))
-            self._point()
+            self._point(0)
             self.on_event(f"seed: val {s.archive.best().val_score:.1%}")
             self._save(rng)
         m = min(self.config.minibatch, len(self.train))
@@ -152,7 +152,7 @@ class Engine:
             self._save(rng)
         last = s.curve[-1] if s.curve else None
         if last is None or (last.rollouts, last.tokens) != (s.spend.rollouts, s.spend.tokens):
-            self._point()  # the curve runs to what was spent in all, not to the last acceptance
+            self._point(s.iteration)  # the curve runs to what was spent in all, not to the last acceptance
         self._save(rng)
         self.on_event(f"stopped: {s.stop_reason}")
         return s
@@ -203,7 +203,7 @@ class Engine:
             iteration=it,
             val={t.hash(): float(r.success) for t, r in zip(self.val, val_ev.records, strict=True)}))
         s.account.accepted += 1
-        self._point()
+        self._point(it)
         self.on_event(f"#{it}: {proposal.change} — accepted, val "
                       f"{s.archive.get(child.hash()).val_score:.1%} (best {s.archive.best().val_score:.1%})")
         return True

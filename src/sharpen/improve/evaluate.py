@@ -25,6 +25,12 @@ from sharpen.run.runner import Runner
 from sharpen.store.store import Store
 
 
+def cache_key(spec_hash: str, task_hash: str) -> str:
+    """Key of one (spec, task) evaluation in :attr:`EngineState.cache
+    <sharpen.improve.state.EngineState.cache>`."""
+    return f"{spec_hash}:{task_hash}"
+
+
 class EvalRecord(BaseModel):
     """Where one (spec, task) evaluation is stored and how it went."""
 
@@ -82,7 +88,7 @@ class Evaluator:
     @staticmethod
     def key(spec_hash: str, task: TaskSpec) -> str:
         """Cache key of one (spec, task) pair."""
-        return f"{spec_hash}:{task.hash()}"
+        return cache_key(spec_hash, task.hash())
 
     async def evaluate(self, spec: AgentSpec, tasks: Sequence[TaskSpec], split: str,
                        who: str = "spec") -> Evaluation:

@@ -36,6 +36,11 @@ from sharpen.stats.taskdata import TaskTable
 from sharpen.store.aggregate import run_aggregate
 from sharpen.store.store import Store
 
+CONFIG_FILE, RESULT_FILE, STATE_FILE = "config.json", "result.json", "state.json"
+"""The experiment folder's files: ``config.json`` when it starts, ``<proposer>/state.json``
+after every engine iteration, ``result.json`` once test is scored (see
+:mod:`sharpen.improve.folder`)."""
+
 
 class ExperimentConfig(BaseModel):
     """Everything that defines an improvement experiment (its hash names its folder)."""
@@ -192,9 +197,12 @@ class Experiment:
                          labels={"experiment": self.id, "role": role}, progress=self.progress)
 
     async def run(self) -> ExperimentResult:
-        """Run every engine (continuing checkpoints), then score test."""
+        """Run every engine (continuing checkpoints), then score test; the folder gets the
+        config first and the result last."""
         c = self.config
         tasks = split_tasks(c.env, c)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / CONFIG_FILE).write_text(c.model_dump_json(indent=2))
         proposer_model = self.models.get(c.proposer_model or c.seed_spec.model)
         engines = []
         for ref in [c.proposer, *c.baselines]:
@@ -205,7 +213,7 @@ class Experiment:
                 proposer=proposer, proposer_name=ref.name, seed_spec=c.seed_spec,
                 train=tasks["train"], val=tasks["val"], evaluator=self._evaluator(f"improve:{ref.name}"),
                 proposer_model=proposer_model, config=c.engine,
-                checkpoint=self.folder / ref.name / "state.json",
+                checkpoint=self.folder / ref.name / STATE_FILE,
                 on_event=lambda msg, n=ref.name: self.on_event(f"[{n}] {msg}"),
             )
             await engine.run()
@@ -218,12 +226,14 @@ class Experiment:
         results = []
         for ref, engine in engines:
             results.append(await self._result(ref, engine, tester, tasks["test"], base_ev, base_table))
-        return ExperimentResult(
+        result = ExperimentResult(
             experiment_id=self.id, config=c, baseline_test_score=base_ev.successes / len(tasks["test"]),
             baseline_run=base_ev.records[0].run_id, baseline_tokens_per_task=_tokens_per_task(base_ev),
             baseline_rollouts_per_task=_rollouts_per_task(base_ev),
             results=results,
         )
+        (self.folder / RESULT_FILE).write_text(result.model_dump_json(indent=2))
+        return result
 
     def _table(self, ev: Evaluation) -> TaskTable:
         runs = {r.run_id for r in ev.records}

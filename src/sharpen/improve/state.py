@@ -48,7 +48,8 @@ class CurvePoint(BaseModel):
     best_val: float
     """Best validation success in the archive."""
     iteration: int
-    """Engine iteration."""
+    """The iteration that took the point (0 for the seed; for the last point, the iterations
+    completed)."""
 
 
 class EngineState(BaseModel):

@@ -16,6 +16,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sharpen.core.errors import UserError
+from sharpen.improve.folder import experiments_base
 from sharpen.stats.intervals import wilson_interval
 from sharpen.store.store import Store
 from sharpen.viewer.security import CSRF_FIELD, csrf_guard, security_middleware
@@ -78,26 +79,30 @@ def create_app(
     token: str | None = None,
     allowed_hosts: frozenset[str] | None = None,
     per_page: int = 50,
+    improve_dir: Path | None = None,
 ) -> FastAPI:
     """The viewer over ``store``.
 
     ``token``: require it on every request (``?token=``, cookie, or bearer header).
     ``allowed_hosts``: answer only these ``Host`` names (``sharpen view`` passes the
     loopback names when bound to loopback without a token). ``per_page``: tasks per run
-    page and steps per trajectory page.
+    page and steps per trajectory page. ``improve_dir``: where improvement experiments keep
+    their folders (default: next to the store, as ``sharpen improve`` writes them).
     """
     app = FastAPI(title="sharpen viewer", docs_url=None, redoc_url=None, openapi_url=None,
                   dependencies=[Depends(csrf_guard)])
     app.state.store = store
     app.state.templates = make_templates()
     app.state.per_page = per_page
+    app.state.improve_dir = improve_dir if improve_dir is not None else experiments_base(store.url)
     app.middleware("http")(security_middleware(token, allowed_hosts))
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
-    from sharpen.viewer import annotate, pages
+    from sharpen.viewer import annotate, improve, pages
 
     app.include_router(pages.router)
     app.include_router(annotate.router)
+    app.include_router(improve.router)
 
     @app.exception_handler(UserError)
     async def _user_error(request: Request, exc: UserError) -> HTMLResponse:

@@ -1,0 +1,128 @@
+"""An experiment's folder: what ``sharpen improve`` leaves on disk, and reading it back.
+
+::
+
+    <base>/<experiment id>/config.json             ExperimentConfig, written when it starts
+    <base>/<experiment id>/<proposer>/state.json   each engine's checkpoint (archive,
+                                                   rejections, account, anytime curve)
+    <base>/<experiment id>/result.json             ExperimentResult, once test is scored
+
+``base`` is ``improve/`` next to a SQLite store's file, else ``.sharpen/improve``. The
+trajectories themselves are in the store; the folder holds what only the engine knows.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, Field
+
+from sharpen.core.errors import UserError
+from sharpen.improve.experiment import (
+    CONFIG_FILE,
+    RESULT_FILE,
+    STATE_FILE,
+    ExperimentConfig,
+    ExperimentResult,
+)
+from sharpen.improve.state import EngineState
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def experiments_base(store_url: str) -> Path:
+    """Where experiments of the store at ``store_url`` keep their folders by default."""
+    path = store_url.removeprefix("sqlite:///") if store_url.startswith("sqlite:///") else None
+    return (Path(path).parent if path else Path(".sharpen")) / "improve"
+
+
+def experiment_folder(store_url: str, experiment_id: str, base: Path | None = None) -> Path:
+    """The folder of experiment ``experiment_id``: ``base/ID``, ``base`` defaulting to
+    :func:`experiments_base`."""
+    return (base if base is not None else experiments_base(store_url)) / experiment_id
+
+
+class ExperimentFolder(BaseModel):
+    """One experiment folder as read from disk (for the viewer). A file that cannot be read
+    is named in ``problems`` and left out; nothing here raises for a damaged folder."""
+
+    id: str
+    """The experiment id (the folder's name)."""
+    path: Path
+    """The folder."""
+    config: ExperimentConfig | None = None
+    """Its config (``None`` for folders written before ``config.json`` existed)."""
+    result: ExperimentResult | None = None
+    """Its result, once the test split was scored."""
+    states: dict[str, EngineState] = Field(default_factory=dict)
+    """Each proposer's engine checkpoint, by proposer name, main proposer first."""
+    problems: list[str] = Field(default_factory=list)
+    """Files that could not be read, with why."""
+    updated: datetime
+    """When any of its files last changed."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the test split was scored."""
+        return self.result is not None
+
+    @property
+    def definition(self) -> ExperimentConfig | None:
+        """The config, from ``config.json`` or else from the result."""
+        return self.config or (self.result.config if self.result else None)
+
+
+def read_experiment(path: Path) -> ExperimentFolder:
+    """Read the folder at ``path`` (see :class:`ExperimentFolder`)."""
+    problems: list[str] = []
+    times = [path.stat().st_mtime]
+
+    def load(file: Path, model: type[M]) -> M | None:
+        if not file.is_file():
+            return None
+        times.append(file.stat().st_mtime)
+        try:
+            return model.model_validate_json(file.read_text())
+        except (OSError, ValueError) as exc:
+            first = str(exc).splitlines()[0]
+            problems.append(f"{file.relative_to(path)}: {first}")
+            return None
+
+    config = load(path / CONFIG_FILE, ExperimentConfig)
+    result = load(path / RESULT_FILE, ExperimentResult)
+    states = {f.parent.name: load(f, EngineState) for f in sorted(path.glob(f"*/{STATE_FILE}"))}
+    defined = config or (result.config if result else None)
+    order = [r.name for r in [defined.proposer, *defined.baselines]] if defined else []
+    names = [n for n in order if n in states] + [n for n in states if n not in order]
+    return ExperimentFolder(
+        id=path.name, path=path, config=config, result=result,
+        states={n: states[n] for n in names if states[n] is not None}, problems=problems,
+        updated=datetime.fromtimestamp(max(times), tz=UTC))
+
+
+def list_experiments(base: Path) -> list[ExperimentFolder]:
+    """Every experiment folder under ``base``, most recently changed first (none when
+    ``base`` does not exist)."""
+    if not base.is_dir():
+        return []
+    found = [read_experiment(p) for p in base.iterdir() if p.is_dir() and (
+        (p / CONFIG_FILE).is_file() or (p / RESULT_FILE).is_file() or any(p.glob(f"*/{STATE_FILE}")))]
+    return sorted(found, key=lambda f: f.updated, reverse=True)
+
+
+def find_experiment(base: Path, ref: str) -> ExperimentFolder:
+    """The experiment under ``base`` whose id is ``ref`` or starts with it; a UserError when
+    none or several match."""
+    matches = [f for f in list_experiments(base) if f.id.startswith(ref)] if ref else []
+    exact = [f for f in matches if f.id == ref]
+    if exact:
+        return exact[0]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise UserError(f"no experiment {ref!r} under {base}",
+                        "pick one from the improvement list (sharpen improve writes them)")
+    raise UserError(f"experiment prefix {ref!r} matches {len(matches)} experiments",
+                    "give more characters of its id")

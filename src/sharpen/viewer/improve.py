@@ -1,0 +1,155 @@
+"""Improvement pages: the experiments ``sharpen improve`` and ``sharpen demo`` left in their
+folders — the held-out verdict, each engine's account, archive, validation grid (the Pareto
+front) and rejection log, and one candidate's spec next to its parent's."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse
+from markupsafe import Markup
+from pydantic import BaseModel
+
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.improve.candidate import Candidate
+from sharpen.improve.evaluate import cache_key
+from sharpen.improve.folder import ExperimentFolder, find_experiment, list_experiments
+from sharpen.improve.report import verdict_line
+from sharpen.improve.state import EngineState
+from sharpen.store.store import Store
+from sharpen.viewer import svg
+from sharpen.viewer.app import render
+
+router = APIRouter()
+
+
+class Cell(BaseModel):
+    """One (candidate, validation task) result, with the trajectory that scored it."""
+
+    success: bool | None
+    """``None`` when the candidate has no result for the task."""
+    trajectory_id: str | None = None
+
+
+class GridRow(BaseModel):
+    """One validation task across the archive."""
+
+    task_hash: str
+    task_id: str
+    cells: list[Cell]
+
+
+def _base(request: Request) -> Path:
+    return request.app.state.improve_dir
+
+
+def _experiment(request: Request, ref: str) -> ExperimentFolder:
+    return find_experiment(_base(request), ref)
+
+
+def _task_ids(store: Store, state: EngineState) -> dict[str, str]:
+    """Task hash -> task id, from the runs the engine's evaluations were stored in."""
+    out: dict[str, str] = {}
+    for run_id in sorted({r.run_id for r in state.cache.values()}):
+        out.update({t.hash(): t.id for t in store.tasks_for(run_id)})  # [] for a run not here
+    return out
+
+
+def validation_grid(state: EngineState, task_ids: dict[str, str]) -> list[GridRow]:
+    """Rows of validation tasks, a cell per archived candidate (in archive order)."""
+    tasks = sorted({t for c in state.archive.candidates for t in c.val}, key=lambda h: task_ids.get(h, h))
+    rows = []
+    for task in tasks:
+        cells = []
+        for c in state.archive.candidates:
+            rec = state.cache.get(cache_key(c.hash, task))
+            ok = c.val.get(task)
+            cells.append(Cell(success=None if ok is None else ok > 0,
+                              trajectory_id=rec.trajectory_id if rec else None))
+        rows.append(GridRow(task_hash=task, task_id=task_ids.get(task, task[:12]), cells=cells))
+    return rows
+
+
+def spec_lines(spec: AgentSpec) -> list[str]:
+    """``spec`` as lines to read and diff: one per setting, each component's text below
+    its name (YAML would fold or escape long prompts and hide the change)."""
+    def flat(value: Any) -> str:
+        return json.dumps(value, sort_keys=True)
+
+    lines = [f"model: {spec.model.name} {flat(spec.model.args)}",
+             f"agent: {spec.agent.name} {flat(spec.agent.args)}",
+             f"params: {flat(spec.params)}",
+             f"limits: {flat(spec.limits.model_dump(mode='json'))}"]
+    for name, text in sorted(spec.components.items()):
+        lines.append(f"components.{name}:")
+        lines.extend(f"  {line}" for line in str(text).splitlines() or [""])
+    return lines
+
+
+def spec_diff(parent: AgentSpec, child: AgentSpec) -> list[tuple[str, str]]:
+    """The unified diff parent → child as ``(kind, line)``, kind in ``add``/``del``/``ctx``/``hunk``."""
+    out = []
+    for line in difflib.unified_diff(spec_lines(parent), spec_lines(child), lineterm="", n=2):
+        if line.startswith(("---", "+++")):
+            continue
+        kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "ctx")
+        out.append((kind, line))
+    return out
+
+
+def _curve(name: str, state: EngineState) -> Markup:
+    points = [(f"#{p.iteration}", float(p.rollouts), p.best_val) for p in state.curve]
+    if len(points) < 2:
+        return Markup("")
+    return Markup(svg.scatter(f"{name}: best validation success", points, "rollouts spent", line=True))
+
+
+@router.get("/improve", response_class=HTMLResponse)
+def experiments_page(request: Request) -> HTMLResponse:
+    rows = list_experiments(_base(request))
+    return render(request, "improve_list.html", {"rows": rows, "base": _base(request),
+                                                 "verdict": verdict_line})
+
+
+@router.get("/improve/{ref}", response_class=HTMLResponse)
+def experiment_page(request: Request, ref: str) -> HTMLResponse:
+    exp = _experiment(request, ref)
+    store: Store = request.app.state.store
+    engines = []
+    for name, state in exp.states.items():
+        front = state.archive.front() if state.archive.candidates else {}
+        best = state.archive.best().hash if state.archive.candidates else None
+        engines.append({
+            "name": name, "state": state, "front": front, "best": best,
+            "grid": validation_grid(state, _task_ids(store, state)),
+            "invalid": Counter(state.invalid_reasons).most_common(),
+            "curve": _curve(name, state),
+            "rejected": [(parent, r) for parent, rs in state.rejected.items() for r in rs],
+        })
+    return render(request, "improve.html", {"exp": exp, "cfg": exp.definition, "engines": engines,
+                                            "verdict": verdict_line})
+
+
+@router.get("/improve/{ref}/{proposer}/{spec_hash}", response_class=HTMLResponse)
+def candidate_page(request: Request, ref: str, proposer: str, spec_hash: str) -> HTMLResponse:
+    exp = _experiment(request, ref)
+    state = exp.states.get(proposer)
+    if state is None or not state.archive.has(spec_hash):
+        raise HTTPException(404, f"experiment {exp.id} has no candidate {spec_hash} from {proposer}")
+    cand: Candidate = state.archive.get(spec_hash)
+    parent = next((state.archive.get(p) for p in cand.spec.parents if state.archive.has(p)), None)
+    store: Store = request.app.state.store
+    ids = _task_ids(store, state)
+    results = [(ids.get(t, t[:12]), ok > 0, state.cache.get(cache_key(cand.hash, t)))
+               for t, ok in sorted(cand.val.items(), key=lambda kv: ids.get(kv[0], kv[0]))]
+    ctx = {"exp": exp, "proposer": proposer, "cand": cand, "parent": parent,
+           "lines": spec_lines(cand.spec),
+           "diff": spec_diff(parent.spec, cand.spec) if parent else [],
+           "lineage": state.archive.lineage(cand.hash), "results": results,
+           "rejected": state.rejected.get(cand.hash, [])}
+    return render(request, "candidate.html", ctx)
