@@ -72,3 +72,16 @@ async def run_agent(db: Path, env: PluginRef, agent: str, tasks: list) -> list:
     config = RunConfig(env=env, agent=AgentSpec(agent=PluginRef(name=agent)), tasks=tasks)
     summary = await Runner(store, progress=False).run(config)
     return list(store.iter_trajectories(summary.run_id))
+
+
+class Interrupt:
+    """An event sink that raises KeyboardInterrupt (as Ctrl-C would) at the ``at``-th event."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.n = 0
+
+    def __call__(self, _msg: str) -> None:
+        self.n += 1
+        if self.n == self.at:
+            raise KeyboardInterrupt

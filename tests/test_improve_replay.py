@@ -7,25 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import Interrupt
 from record_improve_cassette import MEMORIES, config, reflexion_on_test
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.improve.experiment import Experiment
 from sharpen.improve.state import EngineState
 from sharpen.store import Store
-
-
-class Interrupt:
-    """An event sink that raises KeyboardInterrupt (as Ctrl-C would) at the ``at``-th event."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-        self.n = 0
-
-    def __call__(self, _msg: str) -> None:
-        self.n += 1
-        if self.n == self.at:
-            raise KeyboardInterrupt
 
 
 async def _run(tmp: Path, name: str, on_event=None):

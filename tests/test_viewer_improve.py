@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the viewer extra is not installed: pip install 'sharpen[viewer]'")
 
+from conftest import Interrupt
 from fastapi.testclient import TestClient
 from record_improve_cassette import config
 
@@ -21,18 +22,6 @@ from sharpen.improve.folder import experiments_base, list_experiments
 from sharpen.improve.report import verdict_line
 from sharpen.store.store import Store
 from sharpen.viewer import create_app
-
-
-class Interrupt:
-    """Raises KeyboardInterrupt (as Ctrl-C would) at the ``at``-th engine event."""
-
-    def __init__(self, at: int) -> None:
-        self.at, self.n = at, 0
-
-    def __call__(self, _msg: str) -> None:
-        self.n += 1
-        if self.n == self.at:
-            raise KeyboardInterrupt
 
 
 @pytest.fixture(scope="module")
