@@ -3,11 +3,14 @@ embedded model by tests/record_improve_cassette.py (the same experiment, spelled
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
 from conftest import sharpen
 from record_improve_cassette import config
+
+from sharpen.improve.folder import experiments_base
 
 FLAGS = ["-E", "source=generated", "-E", "max_submissions=1", "--proposer", "reflexion",
          "--proposer-arg", "max_trials=4", "--train", "10", "--val", "3", "--test", "6",
@@ -28,8 +31,11 @@ def test_improve_reports_resumes_and_writes_the_winner(tmp_path: Path):
     assert "lineage:" in text
     assert ("held-out gain:" in text) or ("no detectable gain on held-out tasks" in text)
     assert out.exists() and (tmp_path / "plots" / "anytime.png").exists()
-    # Checkpoints and the report live next to the SQLite store.
+    # Checkpoints and the report live next to the SQLite store, where the viewer looks.
     assert len(list((tmp_path / "improve").glob("*/result.json"))) == 1
+    hint = re.search(r"sharpen view --store (\S+)  → /improve/([0-9a-f]{12})", text)
+    assert hint and hint.group(1) == store[1]
+    assert (experiments_base(hint.group(1)) / hint.group(2) / "config.json").is_file()
 
     again = sharpen("improve", "code", *FLAGS, "--agent", str(spec), *store, cwd=tmp_path)
     assert again.returncode == 2

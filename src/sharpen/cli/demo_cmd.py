@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from sharpen.cli.improve_cmd import run_experiment
+from sharpen.cli.improve_cmd import run_experiment, view_hint
 from sharpen.cli.options import CurvePlotOpt, StoreOpt
 from sharpen.core.agent_spec import AgentSpec, Limits
 from sharpen.core.registry import PluginRef
@@ -65,6 +65,7 @@ def demo(
     result = run_experiment(config, store_url=store, folder=None, resume=resume, fresh=fresh,
                             concurrency=1, console=console)
     render(result, console)
+    console.print(view_hint(result.experiment_id, store, None), highlight=False, markup=False)
     result.results[0].winner.dump(out)
     console.print(f"improved spec: {out} (run it: sharpen run code -E source=generated "
                   f"-E max_submissions=1 --agent {out})")

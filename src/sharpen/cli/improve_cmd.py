@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 import shutil
 from pathlib import Path
 from typing import Annotated
@@ -31,6 +32,13 @@ from sharpen.improve.experiment import Experiment, ExperimentConfig, ExperimentR
 from sharpen.improve.folder import experiment_folder
 from sharpen.improve.models import SharedModels
 from sharpen.improve.report import plot_curves, render
+
+
+def view_hint(experiment_id: str, store_url: str | None, folder: Path | None) -> str:
+    """The command that shows this experiment in the viewer, and where."""
+    args = (f" --store {shlex.quote(store_url)}" if store_url else "") + (
+        f" --improve-dir {shlex.quote(str(folder))}" if folder else "")
+    return f"inspect it in the browser: sharpen view{args}  → /improve/{experiment_id}"
 
 
 def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: Path | None,
@@ -100,7 +108,8 @@ def improve(
         "--out", "-o", help="Write the winning AgentSpec here (YAML; `sharpen run --agent` loads it).")
     ] = None,
     folder: Annotated[Path | None, typer.Option(
-        "--dir", help="Experiment folder (default .sharpen/improve/<experiment id>).")] = None,
+        "--dir", help="Where experiment folders go; this one is DIR/<experiment id> "
+                      "(default: improve/ next to a SQLite store, else .sharpen/improve).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the checkpointed experiment.")] = False,
     fresh: Annotated[bool, typer.Option("--fresh", help="Delete its checkpoint and start over.")] = False,
     plot: CurvePlotOpt = None,
@@ -126,6 +135,7 @@ def improve(
     result = run_experiment(config, store_url=store, folder=folder, resume=resume, fresh=fresh,
                             concurrency=concurrency, console=console)
     render(result, console)
+    console.print(view_hint(result.experiment_id, store, folder), highlight=False, markup=False)
     if out is not None:
         result.results[0].winner.dump(out)
         console.print(f"winning spec written to {out} (run it: sharpen run {env} --agent {out})")
