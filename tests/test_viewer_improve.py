@@ -91,6 +91,14 @@ def test_experiment_page_links_verdict_archive_grid_and_trajectories(lab) -> Non
     assert checked == result.config.val * len(state.archive.candidates)
     assert client.get(f"/t/{tid}").status_code == 200
     assert "stopped:" in page and "anytime curve" in page and "<svg" in src
+    # a child that lost its gate: its minibatch episodes, as many successes as the log says
+    rejections = [r for rs in state.rejected.values() for r in rs]
+    assert rejections, "the cassette's experiment gated no child out"
+    rows = re.findall(r'<tr class="rejected-row">(.*?)</tr>', src, flags=re.S)
+    assert len(rows) == len(rejections)
+    for r, row in zip(rejections, rows, strict=True):
+        marks = re.findall(r'class="traj (mark-ok|mark-fail)" href="/t/[0-9a-f]+"', row)
+        assert len(marks) == r.minibatch and marks.count("mark-ok") == r.child_successes
 
 
 def test_candidate_page_diffs_the_spec_against_its_parent(lab) -> None:

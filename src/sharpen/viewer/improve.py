@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.improve.candidate import Candidate
-from sharpen.improve.evaluate import cache_key
+from sharpen.improve.evaluate import EvalRecord, cache_key
 from sharpen.improve.folder import ExperimentFolder, find_experiment, list_experiments
 from sharpen.improve.report import verdict_line
 from sharpen.improve.state import EngineState
@@ -75,6 +75,14 @@ def validation_grid(state: EngineState, task_ids: dict[str, str]) -> list[GridRo
     return rows
 
 
+def episodes_of(state: EngineState, spec_hash: str) -> list[tuple[str, EvalRecord]]:
+    """Every stored evaluation of ``spec_hash`` the engine ran, as ``(task hash, record)`` —
+    for a rejected child, its gate on the minibatch."""
+    prefix = cache_key(spec_hash, "")
+    return sorted((key.removeprefix(prefix), rec) for key, rec in state.cache.items()
+                  if key.startswith(prefix))
+
+
 def spec_lines(spec: AgentSpec) -> list[str]:
     """``spec`` as lines to read and diff: one per setting, each component's text below
     its name (YAML would fold or escape long prompts and hide the change)."""
@@ -129,7 +137,8 @@ def experiment_page(request: Request, ref: str) -> HTMLResponse:
             "grid": validation_grid(state, _task_ids(store, state)),
             "invalid": Counter(state.invalid_reasons).most_common(),
             "curve": _curve(name, state),
-            "rejected": [(parent, r) for parent, rs in state.rejected.items() for r in rs],
+            "rejected": [(parent, r, episodes_of(state, r.child_hash))
+                         for parent, rs in state.rejected.items() for r in rs],
         })
     return render(request, "improve.html", {"exp": exp, "cfg": exp.definition, "engines": engines,
                                             "verdict": verdict_line})
