@@ -92,14 +92,14 @@ def read_experiment(path: Path) -> ExperimentFolder:
 
     config = load(path / CONFIG_FILE, ExperimentConfig)
     result = load(path / RESULT_FILE, ExperimentResult)
-    states = {f.parent.name: load(f, EngineState) for f in sorted(path.glob(f"*/{STATE_FILE}"))}
-    defined = config or (result.config if result else None)
+    loaded = {f.parent.name: load(f, EngineState) for f in sorted(path.glob(f"*/{STATE_FILE}"))}
+    folder = ExperimentFolder(id=path.name, path=path, config=config, result=result,
+                              problems=problems, updated=datetime.fromtimestamp(max(times), tz=UTC))
+    defined = folder.definition
     order = [r.name for r in [defined.proposer, *defined.baselines]] if defined else []
-    names = [n for n in order if n in states] + [n for n in states if n not in order]
-    return ExperimentFolder(
-        id=path.name, path=path, config=config, result=result,
-        states={n: states[n] for n in names if states[n] is not None}, problems=problems,
-        updated=datetime.fromtimestamp(max(times), tz=UTC))
+    names = [n for n in order if n in loaded] + [n for n in loaded if n not in order]
+    folder.states = {n: state for n in names if (state := loaded[n]) is not None}
+    return folder
 
 
 def list_experiments(base: Path) -> list[ExperimentFolder]:
