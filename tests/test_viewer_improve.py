@@ -127,6 +127,12 @@ def test_damaged_files_and_unknown_ids_are_explained(lab, tmp_path: Path) -> Non
     client = TestClient(create_app(store, improve_dir=tmp_path / "improve"))
     page = text(client.get("/improve/broken").text)
     assert "unreadable: reflexion/state.json" in page
+    for twin in ("twin-a", "twin-b"):
+        (tmp_path / "improve" / twin).mkdir()
+        (tmp_path / "improve" / twin / "config.json").write_text("[]")
+    ambiguous = client.get("/improve/twin")
+    assert ambiguous.status_code == 404 and "matches 2 experiments" in text(ambiguous.text)
+    assert "unreadable: config.json" in text(client.get("/improve/twin-a").text)
     missing = client.get("/improve/nope")
     assert missing.status_code == 404 and "no experiment 'nope'" in text(missing.text)
     assert client.get(f"/improve/broken/reflexion/{'0' * 16}").status_code == 404

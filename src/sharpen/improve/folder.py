@@ -102,25 +102,28 @@ def read_experiment(path: Path) -> ExperimentFolder:
     return folder
 
 
+def _experiment_dirs(base: Path) -> list[Path]:
+    """Folders under ``base`` that hold an experiment's files."""
+    if not base.is_dir():
+        return []
+    return [p for p in base.iterdir() if p.is_dir() and (
+        (p / CONFIG_FILE).is_file() or (p / RESULT_FILE).is_file() or any(p.glob(f"*/{STATE_FILE}")))]
+
+
 def list_experiments(base: Path) -> list[ExperimentFolder]:
     """Every experiment folder under ``base``, most recently changed first (none when
     ``base`` does not exist)."""
-    if not base.is_dir():
-        return []
-    found = [read_experiment(p) for p in base.iterdir() if p.is_dir() and (
-        (p / CONFIG_FILE).is_file() or (p / RESULT_FILE).is_file() or any(p.glob(f"*/{STATE_FILE}")))]
+    found = [read_experiment(p) for p in _experiment_dirs(base)]
     return sorted(found, key=lambda f: f.updated, reverse=True)
 
 
 def find_experiment(base: Path, ref: str) -> ExperimentFolder:
     """The experiment under ``base`` whose id is ``ref`` or starts with it; a UserError when
     none or several match."""
-    matches = [f for f in list_experiments(base) if f.id.startswith(ref)] if ref else []
-    exact = [f for f in matches if f.id == ref]
-    if exact:
-        return exact[0]
-    if len(matches) == 1:
-        return matches[0]
+    matches = [p for p in _experiment_dirs(base) if ref and p.name.startswith(ref)]
+    exact = [p for p in matches if p.name == ref]
+    if exact or len(matches) == 1:
+        return read_experiment((exact or matches)[0])
     if not matches:
         raise UserError(f"no experiment {ref!r} under {base}",
                         "pick one from the improvement list (sharpen improve writes them)")
