@@ -91,6 +91,10 @@ def test_experiment_page_links_verdict_archive_grid_and_trajectories(lab) -> Non
     assert checked == result.config.val * len(state.archive.candidates)
     assert client.get(f"/t/{tid}").status_code == 200
     assert "stopped:" in page and "anytime curve" in page and "<svg" in src
+    # every run the experiment made is listed and linked
+    listed = re.findall(r'<tr class="experiment-run"><td><a href="/runs/([0-9a-f]+)">', src)
+    made = {rec.run_id for rec in state.cache.values()} | {result.baseline_run, r.test_run}
+    assert sorted(listed) == sorted(made)
     # a child that lost its gate: its minibatch episodes, as many successes as the log says
     rejections = [r for rs in state.rejected.values() for r in rs]
     assert rejections, "the cassette's experiment gated no child out"

@@ -16,11 +16,13 @@ from markupsafe import Markup
 from pydantic import BaseModel
 
 from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.errors import UserError
 from sharpen.improve.candidate import Candidate
 from sharpen.improve.evaluate import EvalRecord, cache_key
 from sharpen.improve.folder import ExperimentFolder, find_experiment, list_experiments
 from sharpen.improve.report import verdict_line
 from sharpen.improve.state import EngineState
+from sharpen.store.records import RunRecord
 from sharpen.store.store import Store
 from sharpen.viewer import svg
 from sharpen.viewer.app import render
@@ -83,6 +85,21 @@ def episodes_of(state: EngineState, spec_hash: str) -> list[tuple[str, EvalRecor
                   if key.startswith(prefix))
 
 
+def experiment_runs(store: Store, exp: ExperimentFolder) -> list[RunRecord]:
+    """The stored runs the experiment made (train and validation evaluations of every engine,
+    and the test runs), oldest first; runs no longer in the store are left out."""
+    ids = {rec.run_id for state in exp.states.values() for rec in state.cache.values()}
+    if exp.result is not None:
+        ids |= {exp.result.baseline_run, *(r.test_run for r in exp.result.results)}
+    found = []
+    for run_id in ids:
+        try:
+            found.append(store.get_run(run_id))
+        except UserError:  # deleted from the store since
+            continue
+    return sorted(found, key=lambda r: (r.created_at, r.id))
+
+
 def spec_lines(spec: AgentSpec) -> list[str]:
     """``spec`` as lines to read and diff: one per setting, each component's text below
     its name (YAML would fold or escape long prompts and hide the change)."""
@@ -141,7 +158,8 @@ def experiment_page(request: Request, ref: str) -> HTMLResponse:
                          for parent, rs in state.rejected.items() for r in rs],
         })
     return render(request, "improve.html", {"exp": exp, "cfg": exp.definition, "engines": engines,
-                                            "verdict": verdict_line})
+                                            "verdict": verdict_line,
+                                            "runs": experiment_runs(store, exp)})
 
 
 @router.get("/improve/{ref}/{proposer}/{spec_hash}", response_class=HTMLResponse)
