@@ -122,6 +122,11 @@ def test_preflight_says_what_the_budget_buys():
     assert "about 8 proposals" in line
 
 
+def test_a_budget_describes_its_limits():
+    assert Budget(rollouts=120).describe() == "120 rollouts"
+    assert Budget(rollouts=None, tokens=50_000, usd=1.5).describe() == "50,000 tokens · $1.5"
+
+
 async def test_a_task_listed_twice_is_run_once(tmp_path: Path):
     tasks = split_tasks(ENV, ExperimentConfig(env=ENV, train=2, val=1, test=1))["train"]
     evaluator = Evaluator(Store(f"sqlite:///{tmp_path}/s.db"), ENV, seed=0)

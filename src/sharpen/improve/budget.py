@@ -29,6 +29,13 @@ class Budget(BaseModel):
     """Dollars of rollouts and proposer calls (calls of unknown price count as 0 here and
     are reported as unknown)."""
 
+    def describe(self) -> str:
+        """The limits in words, e.g. ``120 rollouts · 50,000 tokens · $2``."""
+        parts = [f"{self.rollouts} rollouts" if self.rollouts is not None else "",
+                 f"{self.tokens:,} tokens" if self.tokens is not None else "",
+                 f"${self.usd:g}" if self.usd is not None else ""]
+        return " · ".join(p for p in parts if p)
+
     def check(self) -> None:
         """A :class:`UserError` for a budget that limits nothing or is not positive."""
         if self.rollouts is None and self.tokens is None and self.usd is None:

@@ -18,6 +18,14 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def difference_text(r: ProposerResult) -> str:
+    """The winner's paired difference from the seed in points, with its interval."""
+    c = r.comparison
+    if c.ci is None:
+        return "n/a"
+    return f"{100 * (c.difference or 0):+.1f} [{100 * c.ci.low:+.1f}, {100 * c.ci.high:+.1f}]"
+
+
 def verdict_line(r: ProposerResult) -> str:
     """The held-out verdict of one proposer, in words."""
     c = r.comparison
@@ -53,11 +61,10 @@ def render(result: ExperimentResult, console: Console) -> None:
                  "", "", "")
     for r in result.results:
         c = r.comparison
-        ci = (f"{100 * (c.difference or 0):+.1f} [{100 * c.ci.low:+.1f}, {100 * c.ci.high:+.1f}]"
-              if c.ci else "n/a")
         held.add_row(f"{r.proposer.name} winner {r.winner.hash()[:8]}", _pct(r.val_score),
                      _pct(r.test_score), f"{100 * r.val_test_gap:+.1f} pts", f"{r.tokens_per_task:,.0f}",
-                     f"{r.rollouts_per_task:.2f}", str(r.rollouts_to_best), ci, f"{c.p_value:.3f}")
+                     f"{r.rollouts_per_task:.2f}", str(r.rollouts_to_best), difference_text(r),
+                     f"{c.p_value:.3f}")
     console.print(held)
     for r in result.results:
         console.print(f"[bold]{r.proposer.name}[/] lineage:")

@@ -180,11 +180,11 @@ def with_verdict(cmp: PairedComparison, p_adjusted: float, family: int) -> Paire
     significant = cmp.difference is not None and p_adjusted < cmp.alpha and cmp.difference != 0
     b = cmp.label_b
     p_text = _p(p_adjusted, cmp.p_upper_bound) + (" (Holm-adjusted)" if family > 1 else "")
+    level = f"{round(100 * cmp.ci.level)}% CI" if cmp.ci is not None else ""
     if cmp.difference is None or cmp.ci is None:
         verdict = f"no tasks in common between {cmp.label_a} and {b}: nothing to compare"
         direction = "none"
     elif significant:
-        level = f"{round(100 * cmp.ci.level)}% CI"
         if cmp.difference > 0:
             direction = "better"
             verdict = (f"{b} is better by {_points(cmp.difference)} points, {level} "
@@ -203,7 +203,7 @@ def with_verdict(cmp: PairedComparison, p_adjusted: float, family: int) -> Paire
             # Newcombe's interval and the exact McNemar test (or Holm's adjustment, which
             # leaves intervals alone) can disagree at the margin; say so rather than let the
             # table's interval contradict the words.
-            verdict += (f"; the {round(100 * cmp.ci.level)}% CI [{_points(cmp.ci.low)}, "
+            verdict += (f"; the {level} [{_points(cmp.ci.low)}, "
                         f"{_points(cmp.ci.high)}] of {b} − {cmp.label_a} excludes 0 but the test "
                         f"does not ({p_text}, α = {cmp.alpha:g}): at this margin the verdict "
                         "follows the test")

@@ -20,7 +20,7 @@ from sharpen.core.errors import UserError
 from sharpen.improve.candidate import Candidate
 from sharpen.improve.evaluate import EvalRecord, cache_key
 from sharpen.improve.folder import ExperimentFolder, find_experiment, list_experiments
-from sharpen.improve.report import verdict_line
+from sharpen.improve.report import difference_text, verdict_line
 from sharpen.improve.state import EngineState
 from sharpen.store.records import RunRecord
 from sharpen.store.store import Store
@@ -158,7 +158,7 @@ def experiment_page(request: Request, ref: str) -> HTMLResponse:
                          for parent, rs in state.rejected.items() for r in rs],
         })
     return render(request, "improve.html", {"exp": exp, "cfg": exp.definition, "engines": engines,
-                                            "verdict": verdict_line,
+                                            "verdict": verdict_line, "difference": difference_text,
                                             "runs": experiment_runs(store, exp)})
 
 
