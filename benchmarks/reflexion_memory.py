@@ -34,10 +34,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from machine_info import cpu_name, version
+from reflexion_feedback import run_agent
 
-from sharpen.cli.demo_cmd import DEMO_ENV, DEMO_SPEC
+from sharpen.cli.demo_cmd import DEMO_ENV
 from sharpen.core.registry import REGISTRY, PluginRef
-from sharpen.run import RunConfig, Runner
 from sharpen.stats.intervals import wilson
 from sharpen.store import Store
 
@@ -47,9 +47,7 @@ MEMORIES = ("none", "result", "feedback", "reflections")
 
 async def run(store: Store, agent: PluginRef, tasks: list) -> list:
     """The stored trajectories of ``agent`` (on the demo's seed spec) on ``tasks``."""
-    spec = DEMO_SPEC.model_copy(update={"agent": agent})
-    summary = await Runner(store, progress=False).run(RunConfig(env=DEMO_ENV, agent=spec, tasks=tasks))
-    return list(store.iter_trajectories(summary.run_id))
+    return list(store.iter_trajectories(await run_agent(store, agent, tasks)))
 
 
 def tokens(t) -> int:
