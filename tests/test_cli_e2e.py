@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 from conftest import sharpen
+from llama_cpp import Llama
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from sharpen.envs.code.env import CodeEnv
+from sharpen.models.local import gguf_path
 from sharpen.sandbox.forkserver import FORKSERVER_LABEL
 from sharpen.sandbox.local import bwrap_usable
 from sharpen.store import Store
@@ -54,6 +57,24 @@ def test_run_show_export_with_the_embedded_model(tmp_path: Path, small_agent: Pa
                      if s.id == line["trajectory_id"])
         if any(s.action for s in submitted.steps):  # a valid submission got test feedback
             assert any(f["source"] == "execution" for f in line["feedback"])
+
+    # Fine-tuning data: the failed attempts as SFT examples, rendered by the model's own chat
+    # template (what a trainer's tokenizer applies) with every turn in order.
+    sft = tmp_path / "sft.jsonl"
+    res = sharpen("export", "latest", "--format", "sft", "--failure", "-o", str(sft), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    examples = [json.loads(x) for x in sft.read_text().splitlines()]
+    failed = {t.id for t in trajs if not t.outcome.success}
+    assert {x["meta"]["trajectory_id"] for x in examples} == failed
+    assert f"wrote {len(failed)} examples from {len(failed)} of 2 trajectories (failure)" in res.stderr
+    template = Llama(model_path=str(gguf_path()), vocab_only=True, verbose=False).metadata[
+        "tokenizer.chat_template"]
+    render = Jinja2ChatFormatter(template=template, eos_token="<|im_end|>", bos_token="")
+    for x in examples:
+        text = render(messages=x["messages"]).prompt
+        at = 0
+        for m in x["messages"]:
+            at = text.index(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>", at)
 
 
 @pytest.mark.parametrize(

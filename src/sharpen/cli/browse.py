@@ -13,10 +13,10 @@ from rich.console import Console
 from rich.table import Table
 
 from sharpen.cli.options import StoreOpt, open_store
-from sharpen.core.errors import UserError
-from sharpen.core.registry import REGISTRY
 from sharpen.core.trajectory import Trajectory
 from sharpen.run.summary import RunSummary
+from sharpen.train.export import FeedbackCondition, Where
+from sharpen.train.export import export as export_lines
 
 
 def runs(
@@ -85,36 +85,45 @@ def show(
 
 
 def export(
-    run: Annotated[str, typer.Argument(help="Run id, a unique prefix, or 'latest'.")],
-    format: Annotated[str, typer.Option("--format", "-f", help="Export format: jsonl.")] = "jsonl",
+    runs: Annotated[list[str], typer.Argument(help="Run ids, unique prefixes, or 'latest'.")],
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="jsonl (everything stored), sft (messages), preference (prompt, "
+        "chosen, rejected) or groups (completions of one prompt with rewards and advantages).")]
+        = "jsonl",
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="File to write (default: stdout).")] = None,
+    success: Annotated[bool | None, typer.Option(
+        "--success/--failure", help="Keep only successful (or only failed) trajectories.",
+        show_default=False)] = None,
+    min_reward: Annotated[float | None, typer.Option(
+        help="Keep only trajectories with at least this reward.")] = None,
+    feedback: Annotated[list[str] | None, typer.Option(
+        "--feedback", help="Keep only trajectories whose feedback satisfies \\[source:]name\\[op value], "
+        "e.g. human:verdict=good or judge:helpfulness>=4; repeat to require several.")] = None,
+    include_errors: Annotated[bool | None, typer.Option(
+        "--include-errors/--exclude-errors", help="Keep attempts that ended in a non-agent error "
+        "(default: jsonl keeps them, the training formats do not).", show_default=False)] = None,
+    pairs_per_prompt: Annotated[int, typer.Option(
+        help="preference: at most this many pairs from one prompt.")] = 1,
     store: StoreOpt = None,
 ) -> None:
-    """Export trajectories, one JSON line each: OpenAI chat messages (with tool calls), the
-    tools offered, the outcome and the feedback."""
-    if format != "jsonl":
-        raise UserError(f"unknown export format {format!r}", "use --format jsonl")
-    st = open_store(store)
-    rid = st.resolve_run(run)
-    rec = st.get_run(rid)
-    tools = [t.to_openai() for t in REGISTRY.create("env", rec.manifest.env).tools]
+    """Export trajectories as JSON lines: the full record, or fine-tuning data (SFT examples,
+    preference pairs, RL groups) filtered by outcome and feedback."""
+    where = Where(success=success, min_reward=min_reward,
+                  feedback=[FeedbackCondition.parse(f) for f in feedback or []],
+                  include_errors=format == "jsonl" if include_errors is None else include_errors)
+    lines, count = export_lines(open_store(store), runs, format, where, pairs_per_prompt=pairs_per_prompt)
     out = output.open("w") if output else sys.stdout
-    n = 0
     try:
-        for t in st.iter_trajectories(rid, with_steps=False, with_messages=True):
-            line = {
-                "run_id": rid, "trajectory_id": t.id, "task": t.task.model_dump(mode="json"),
-                "agent_hash": t.agent_hash, "epoch": t.epoch,
-                "messages": [m.to_openai() for m in t.messages], "tools": tools,
-                "outcome": t.outcome.model_dump(mode="json") if t.outcome else None,
-                "feedback": [f.model_dump(mode="json") for f in st.feedback_for(t.id)],
-                "usage": t.usage.model_dump(mode="json"),
-            }
+        for line in lines:
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
-            n += 1
     finally:
         if output:
             out.close()
-    if output:
-        Console(stderr=True).print(f"wrote {n} trajectories to {output}")
+    hint = ""
+    if format in ("preference", "groups") and count.kept and not count.written:
+        hint = (" — a pair or group needs two kept trajectories with the same prompt: run one spec "
+                "with --epochs 2 or more at a temperature above 0")
+    Console(stderr=True).print(
+        f"wrote {count.written} {count.unit} from {count.kept} of {count.read} trajectories "
+        f"({where.describe()}){' to ' + str(output) if output else ''}{hint}", highlight=False)

@@ -6,6 +6,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sharpen.cli import (
     browse,
@@ -44,9 +45,10 @@ def main() -> None:
         app()
     except UserError as exc:
         err = Console(stderr=True)
-        err.print(f"[bold red]error:[/] {exc.message}", highlight=False)
+        # The message is text, not markup: "[source:]name" must not vanish as a style tag.
+        err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
         if exc.fix:
-            err.print(f"[bold]fix:[/] {exc.fix}", highlight=False)
+            err.print(f"[bold]fix:[/] {escape(exc.fix)}", highlight=False)
         sys.exit(2)
 
 

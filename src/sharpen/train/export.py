@@ -1,0 +1,297 @@
+"""Fine-tuning data from stored runs: SFT examples, preference pairs and RL groups, kept or
+dropped by their outcome and feedback.
+
+Every format is one JSON object per line, in the conversational shapes TRL's trainers read
+(``messages`` lists of OpenAI chat messages):
+
+- ``jsonl`` — everything stored about a trajectory: task, messages, tools, outcome, feedback,
+  usage (``sharpen export``'s original format);
+- ``sft`` — ``{"messages": [...]}`` for ``SFTTrainer``; ``"tools"`` (JSON Schema) is added
+  when the conversation used native tool calls (a text-protocol run describes its tools in
+  the system prompt, and a second copy would teach the model a prompt it never saw);
+- ``preference`` — ``{"prompt": [...], "chosen": [...], "rejected": [...]}`` for
+  ``DPOTrainer`` / ``RewardTrainer``: two trajectories with the *same prompt* (the messages
+  before the first assistant reply) where ``chosen`` scored strictly better;
+- ``groups`` — ``{"prompt": [...], "completions": [[...], ...], "rewards": [...],
+  "advantages": [...]}``: every kept trajectory of one prompt, with group-normalised
+  advantages ``(r − mean) / std`` as GRPO uses them (all 0 when the group's rewards are equal).
+
+The training formats end each conversation at the agent's last reply: the environment's
+final verdict (``5/5 tests passed.``) is nothing the model says, and a trainer that computes
+its loss on every completion token would teach the model to say it. Observations *between*
+replies stay (they are the multi-turn context); use the trainer's assistant-only loss for SFT.
+
+A trajectory's score is ``(success, reward)``: a success beats a failure, then the higher
+reward (for ``code``, the fraction of hidden tests passed). Every line but ``jsonl``'s carries
+``meta`` (run, trajectory and task ids, scores) so a training example can be traced back to
+its episode; drop the column if a trainer objects.
+
+Which trajectories are used is a :class:`Where`. Attempts that ended in an ``env``, ``infra``,
+``judge`` or ``user_sim`` error say nothing about the agent and are left out unless
+``include_errors``.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, Field
+
+from sharpen.core.errors import UserError
+from sharpen.core.feedback import Feedback
+from sharpen.core.registry import REGISTRY
+from sharpen.core.trajectory import Trajectory
+from sharpen.store import Store
+
+Format = Literal["jsonl", "sft", "preference", "groups"]
+FORMATS: tuple[str, ...] = get_args(Format)
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    ">=": operator.ge, "<=": operator.le, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
+    "=": operator.eq,
+}
+_CONDITION = re.compile(r"^\s*(?:(?P<source>[a-z_]+):)?(?P<name>[^<>=!:\s]+)\s*"
+                        r"(?:(?P<op>>=|<=|!=|=|>|<)\s*(?P<value>.+?))?\s*$")
+
+
+class FeedbackCondition(BaseModel):
+    """A condition on a trajectory's feedback, written ``[source:]name[op value]``: e.g.
+    ``human:verdict=good``, ``judge:helpfulness>=4``, ``tests_passed>0``. Without an
+    operator the record must exist and not be false. It is checked against the newest record
+    of that name (and source, if given) that no later record supersedes; a trajectory
+    without one fails it."""
+
+    source: str | None = None
+    name: str
+    op: str | None = None
+    value: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> FeedbackCondition:
+        """The condition ``text`` spells; a :class:`UserError` naming the syntax otherwise."""
+        m = _CONDITION.match(text)
+        if m is None:
+            raise UserError(f"cannot read the feedback condition {text!r}",
+                            "write [source:]name[op value], e.g. human:verdict=good or "
+                            "judge:helpfulness>=4 (op one of = != > >= < <=)")
+        return cls(**m.groupdict())
+
+    def __str__(self) -> str:
+        head = f"{self.source}:{self.name}" if self.source else self.name
+        return head if self.op is None else f"{head}{self.op}{self.value}"
+
+    def holds(self, records: list[Feedback]) -> bool:
+        """Whether the newest current record this condition names satisfies it."""
+        replaced = {f.supersedes for f in records if f.supersedes}
+        found = [f for f in records if f.name == self.name and f.id not in replaced
+                 and (self.source is None or f.source == self.source)]
+        if not found:
+            return False
+        value = max(found, key=lambda f: f.created_at).value
+        if self.op is None:
+            return value is not None and value is not False
+        return _compare(value, self.op, self.value or "")
+
+
+def _compare(value: float | bool | str | None, op: str, wanted: str) -> bool:
+    """``value op wanted``: numerically when both read as numbers, a bool against
+    ``true``/``false``, else as text (so ``verdict=good`` and ``score>=4`` both do what they
+    say). An order between texts or bools never holds."""
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        want = wanted.strip().lower()
+        if op not in ("=", "!=") or want not in ("true", "false"):
+            return False
+        return (value == (want == "true")) == (op == "=")
+    try:
+        return _OPS[op](float(value), float(wanted))
+    except ValueError:
+        return op in ("=", "!=") and _OPS[op](str(value), wanted)
+
+
+class Where(BaseModel):
+    """Which stored trajectories an export uses; every set condition must hold."""
+
+    success: bool | None = None
+    """Keep only successes (``True``) or only failures (``False``)."""
+    min_reward: float | None = None
+    """Keep only trajectories whose reward is at least this."""
+    feedback: list[FeedbackCondition] = Field(default_factory=list)
+    """Conditions on feedback records (all must hold)."""
+    include_errors: bool = False
+    """Keep attempts that ended in a non-agent error or did not end (they say nothing about
+    the agent). Training formats never use an attempt that did not end or in which the agent
+    never replied."""
+
+    def describe(self) -> str:
+        """The conditions in words, e.g. ``success, reward ≥ 0.5, human:verdict=good``."""
+        parts = [] if self.success is None else ["success" if self.success else "failure"]
+        if self.min_reward is not None:
+            parts.append(f"reward ≥ {self.min_reward:g}")
+        parts += [str(c) for c in self.feedback]
+        if self.include_errors:
+            parts.append("errors included")
+        return ", ".join(parts) or "no filter"
+
+    def keeps(self, t: Trajectory, records: list[Feedback]) -> bool:
+        """Whether ``t`` (with its feedback ``records``) passes."""
+        o = t.outcome
+        if (o is None or not o.counts) and not self.include_errors:
+            return False
+        if self.success is not None and (o is None or o.success != self.success):
+            return False
+        if self.min_reward is not None and (o is None or o.reward < self.min_reward):
+            return False
+        return all(c.holds(records) for c in self.feedback)
+
+
+@dataclass
+class ExportCount:
+    """What an export read, kept and wrote."""
+
+    read: int = 0
+    """Trajectories read."""
+    kept: int = 0
+    """Trajectories that passed the :class:`Where`."""
+    written: int = 0
+    """Lines written (trajectories, examples, pairs or groups)."""
+    unit: str = "trajectories"
+    """What a line is, in words."""
+    runs: list[str] = field(default_factory=list)
+    """Full ids of the runs read."""
+
+
+@dataclass
+class _Kept:
+    run_id: str
+    t: Trajectory
+    records: list[Feedback]
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    """The tools the run's environment offered (OpenAI JSON Schema)."""
+
+    @property
+    def score(self) -> tuple[bool, float]:
+        return (self.t.outcome.success, self.t.outcome.reward)
+
+    def turns(self) -> list[dict[str, Any]]:
+        """The conversation up to the agent's last reply: what follows it (the environment's
+        verdict) is nothing the model says, and a trainer would learn to say it."""
+        last = max((k for k, m in enumerate(self.messages) if m["role"] == "assistant"), default=-1)
+        return self.messages[: last + 1]
+
+    def split(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(prompt, completion) of :meth:`turns`: the messages before the first assistant
+        reply, and the rest."""
+        turns = self.turns()
+        i = next((k for k, m in enumerate(turns) if m["role"] == "assistant"), len(turns))
+        return turns[:i], turns[i:]
+
+    def meta(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "trajectory_id": self.t.id, "task": self.t.task.hash(),
+                "success": self.t.outcome.success, "reward": self.t.outcome.reward}
+
+
+def _uses_tool_calls(messages: list[dict[str, Any]]) -> bool:
+    return any(m.get("tool_calls") or m["role"] == "tool" for m in messages)
+
+
+def export(
+    store: Store, runs: Iterable[str], fmt: str, where: Where | None = None, *,
+    pairs_per_prompt: int = 1,
+) -> tuple[Iterator[dict[str, Any]], ExportCount]:
+    """Lines of ``fmt`` (one of :data:`FORMATS`) from the trajectories of ``runs`` (ids,
+    prefixes or ``latest``) that ``where`` keeps; the count fills in as the lines are read.
+    ``pairs_per_prompt`` bounds the preference pairs made from one prompt (best against
+    worst, then second best against second worst, ...)."""
+    if fmt not in FORMATS:
+        raise UserError(f"unknown export format {fmt!r}", f"use --format with one of {', '.join(FORMATS)}")
+    if pairs_per_prompt < 1:
+        raise UserError(f"pairs per prompt must be at least 1, got {pairs_per_prompt}",
+                        "set --pairs-per-prompt to 1 or more")
+    # ``jsonl`` is the full dump and keeps everything unless told otherwise (as it always did).
+    where = where or Where(include_errors=fmt == "jsonl")
+    ids = [store.resolve_run(r) for r in runs]
+    count = ExportCount(unit={"jsonl": "trajectories", "sft": "examples", "preference": "pairs",
+                              "groups": "groups"}[fmt], runs=ids)
+    kept = _kept(store, ids, where, count, finished_only=fmt != "jsonl")
+    lines = {"jsonl": _jsonl, "sft": _sft, "preference": lambda k: _pairs(k, pairs_per_prompt),
+             "groups": _groups}[fmt](kept)
+
+    def counted() -> Iterator[dict[str, Any]]:
+        for line in lines:
+            count.written += 1
+            yield line
+    return counted(), count
+
+
+def _kept(store: Store, ids: list[str], where: Where, count: ExportCount, *,
+          finished_only: bool) -> Iterator[_Kept]:
+    for rid in ids:
+        tools = [s.to_openai() for s in REGISTRY.create("env", store.get_run(rid).manifest.env).tools]
+        for t in store.iter_trajectories(rid, with_steps=False, with_messages=True):
+            count.read += 1
+            records = store.feedback_for(t.id)
+            if finished_only and (t.outcome is None or not any(m.role == "assistant" for m in t.messages)):
+                continue  # unfinished, or the agent never replied: nothing to learn from
+            if where.keeps(t, records):
+                count.kept += 1
+                yield _Kept(rid, t, records, [m.to_openai() for m in t.messages], tools)
+
+
+def _jsonl(kept: Iterable[_Kept]) -> Iterator[dict[str, Any]]:
+    for k in kept:
+        t = k.t
+        yield {"run_id": k.run_id, "trajectory_id": t.id, "task": t.task.model_dump(mode="json"),
+               "agent_hash": t.agent_hash, "epoch": t.epoch, "messages": k.messages, "tools": k.tools,
+               "outcome": t.outcome.model_dump(mode="json") if t.outcome else None,
+               "feedback": [f.model_dump(mode="json") for f in k.records],
+               "usage": t.usage.model_dump(mode="json")}
+
+
+def _sft(kept: Iterable[_Kept]) -> Iterator[dict[str, Any]]:
+    for k in kept:
+        turns = k.turns()
+        line: dict[str, Any] = {"messages": turns}
+        if _uses_tool_calls(turns):
+            line["tools"] = k.tools
+        line["meta"] = k.meta()
+        yield line
+
+
+def _by_prompt(kept: Iterable[_Kept]) -> list[list[_Kept]]:
+    """Kept trajectories grouped by identical prompt, groups in first-seen order, each
+    sorted best first (ties by trajectory id, so the output is deterministic)."""
+    groups: dict[str, list[_Kept]] = {}
+    for k in kept:
+        groups.setdefault(repr(k.split()[0]), []).append(k)
+    return [sorted(g, key=lambda k: (not k.score[0], -k.score[1], k.t.id)) for g in groups.values()]
+
+
+def _pairs(kept: Iterable[_Kept], per_prompt: int) -> Iterator[dict[str, Any]]:
+    for group in _by_prompt(kept):
+        for i in range(min(per_prompt, len(group) // 2)):
+            good, bad = group[i], group[-1 - i]
+            if good.score <= bad.score:
+                break  # the rest of the group ties: no preference to learn
+            prompt, chosen = good.split()
+            yield {"prompt": prompt, "chosen": chosen, "rejected": bad.split()[1],
+                   "meta": {"chosen": good.meta(), "rejected": bad.meta()}}
+
+
+def _groups(kept: Iterable[_Kept]) -> Iterator[dict[str, Any]]:
+    for group in _by_prompt(kept):
+        if len(group) < 2:
+            continue
+        rewards = [k.t.outcome.reward for k in group]
+        mean = sum(rewards) / len(rewards)
+        std = (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5
+        yield {"prompt": group[0].split()[0], "completions": [k.split()[1] for k in group],
+               "rewards": rewards,
+               "advantages": [(r - mean) / std if std > 0 else 0.0 for r in rewards],
+               "meta": [k.meta() for k in group]}

@@ -1,0 +1,223 @@
+"""Fine-tuning exports (``sharpen.train.export``, ``sharpen export --format sft|preference|groups``)
+from a real SQLite store: what is kept, what is paired, and what the lines hold."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from conftest import sharpen
+
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.errors import UserError
+from sharpen.core.feedback import Feedback, FeedbackTarget
+from sharpen.core.manifest import RunManifest
+from sharpen.core.messages import Message, ToolCall
+from sharpen.core.outcome import Outcome
+from sharpen.core.registry import PluginRef
+from sharpen.core.task import TaskSpec
+from sharpen.core.trajectory import Trajectory
+from sharpen.store import Store
+from sharpen.train import FeedbackCondition, Where, export
+
+ENV = PluginRef(name="code", args={"source": "generated"})
+RUN = "export-run"
+# (task, epoch) -> outcome; task 2 has an errored and an unfinished attempt; in task 3's
+# second attempt the agent never replied (it timed out, say).
+OUTCOMES = {
+    (0, 0): Outcome(success=True, reward=1.0), (0, 1): Outcome(success=False, reward=0.5),
+    (0, 2): Outcome(success=False, reward=0.0), (0, 3): Outcome(success=True, reward=1.0),
+    (1, 0): Outcome(success=False, reward=0.25), (1, 1): Outcome(success=False, reward=0.25),
+    (2, 0): Outcome(success=True, reward=1.0), (2, 1): Outcome(success=False, error_kind="infra"),
+    (2, 2): None, (3, 0): Outcome(success=True, reward=1.0), (3, 1): Outcome(success=False),
+}
+
+
+def _messages(task: int, epoch: int, native: bool) -> list[Message]:
+    system = Message(role="system", content="You are careful." if task != 3 else "Be brief.")
+    user = Message(role="user", content=f"Write f{task}.")
+    if native:
+        call = ToolCall(id=f"c{epoch}", name="submit", arguments={"code": f"def f{task}(): return {epoch}"})
+        return [system, user, Message(role="assistant", content="", tool_calls=[call]),
+                Message(role="tool", content="2/4 tests passed", tool_call_id=f"c{epoch}")]
+    turns = [system, user]
+    if (task, epoch) == (3, 1):
+        return turns
+    if (task, epoch) == (0, 0):  # two replies: the observation between them is context
+        turns += [Message(role="assistant", content="I will think first."),
+                  Message(role="user", content="No action found: reply with a code block.")]
+    turns += [Message(role="assistant", content=f"submit(code='def f{task}(): return {epoch}')"),
+              Message(role="user", content="2/4 tests passed")]
+    return turns
+
+
+def _turns(t: Trajectory) -> list[dict]:
+    """The conversation up to the agent's last reply, as exported for training."""
+    return [m.to_openai() for m in t.messages[:-1]]
+
+
+def _feedback(tid: str, name: str, value, *, source="human", minutes=0, supersedes=None) -> Feedback:
+    return Feedback(source=source, name=name, value=value, supersedes=supersedes,
+                    created_at=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=minutes),
+                    target=FeedbackTarget(kind="trajectory", run_id=RUN, trajectory_id=tid))
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> tuple[Store, dict[tuple[int, int], Trajectory]]:
+    """One run in a real SQLite store: tasks 0–3, several epochs, task 1 with native tool
+    calls; human verdicts on task 0 (one of them edited) and a judge score on task 1."""
+    store = Store(f"sqlite:///{tmp_path / 'sharpen.db'}")
+    spec = AgentSpec(name="t")
+    tasks = [TaskSpec(env="code", id=f"gen/t/{i}", seed=i) for i in range(4)]
+    store.create_run(RunManifest(run_id=RUN, env=ENV, agent_hash=spec.hash(),
+                                 task_ids=[t.id for t in tasks], epochs=4, seed=0, config_hash="h"),
+                     spec, tasks)
+    trajs = {}
+    for (i, e), outcome in OUTCOMES.items():
+        t = Trajectory(id=uuid.uuid4().hex, run_id=RUN, task=tasks[i], agent_hash=spec.hash(), epoch=e,
+                       outcome=outcome, messages=_messages(i, e, native=i == 1))
+        assert store.save_trajectory(t)
+        trajs[i, e] = t
+    good = _feedback(trajs[0, 0].id, "verdict", "good")
+    store.add_feedback(good)
+    store.add_feedback(_feedback(trajs[0, 3].id, "verdict", "good"))
+    # An edit: task 0 epoch 1 was re-labelled "bad" later; the old "good" no longer counts.
+    old = _feedback(trajs[0, 1].id, "verdict", "good")
+    store.add_feedback(old)
+    store.add_feedback(_feedback(trajs[0, 1].id, "verdict", "bad", minutes=5, supersedes=old.id))
+    store.add_feedback(_feedback(trajs[1, 0].id, "helpfulness", 4, source="judge"))
+    store.add_feedback(_feedback(trajs[1, 1].id, "helpfulness", 2, source="judge"))
+    store.add_feedback(_feedback(trajs[2, 0].id, "flagged", True, source="safety"))
+    return store, trajs
+
+
+def _lines(store: Store, fmt: str, where: Where | None = None, **kw) -> tuple[list[dict], object]:
+    lines, count = export(store, [RUN], fmt, where, **kw)
+    return list(lines), count
+
+
+def _ids(lines: list[dict]) -> set[str]:
+    return {line["meta"]["trajectory_id"] for line in lines}
+
+
+def test_sft_keeps_what_the_filter_says_and_the_stored_conversation(stored) -> None:
+    store, trajs = stored
+    lines, count = _lines(store, "sft", Where(success=True))
+    wanted = {t.id for t in trajs.values() if t.outcome and t.outcome.success}
+    assert _ids(lines) == wanted and (count.read, count.kept, count.written) == (11, 4, 4)
+    for line in lines:
+        t = next(t for t in trajs.values() if t.id == line["meta"]["trajectory_id"])
+        assert line["messages"] == _turns(t)  # the final verdict is not a training target
+        assert "tools" not in line  # text protocol: the tools are in the prompt already
+    failures, _ = _lines(store, "sft", Where(success=False))
+    tool_lines = [line for line in failures if line["meta"]["task"] == trajs[1, 0].task.hash()]
+    assert len(tool_lines) == 2 and all(line["tools"][0]["function"]["name"] == "submit"
+                                        for line in tool_lines)
+    # No filter: every finished attempt of the agent with a reply; not the infra error, the
+    # unfinished attempt, nor the one without a reply.
+    everything, count = _lines(store, "sft")
+    assert _ids(everything) == {t.id for k, t in trajs.items()
+                                if t.outcome and t.outcome.counts and k != (3, 1)}
+    assert count.kept == 8
+    with_errors, _ = _lines(store, "sft", Where(include_errors=True))
+    assert len(with_errors) == 9  # the infra error is in; an attempt without outcome never is
+
+
+def test_jsonl_still_dumps_every_trajectory_by_default(stored) -> None:
+    store, trajs = stored
+    lines, count = _lines(store, "jsonl")
+    assert {line["trajectory_id"] for line in lines} == {t.id for t in trajs.values()}
+    assert count.written == 11
+    line = next(x for x in lines if x["trajectory_id"] == trajs[0, 1].id)
+    assert [f["value"] for f in line["feedback"]] == ["good", "bad"]  # history included
+    assert line["tools"][0]["function"]["name"] == "submit"
+    only_good, _ = _lines(store, "jsonl", Where(feedback=[FeedbackCondition.parse("verdict=good")]))
+    assert {x["trajectory_id"] for x in only_good} == {trajs[0, 0].id, trajs[0, 3].id}
+
+
+@pytest.mark.parametrize(("condition", "kept"), [
+    ("human:verdict=good", {(0, 0), (0, 3)}),       # the edited label counts as "bad"
+    ("verdict!=good", {(0, 1)}),
+    ("judge:helpfulness>=4", {(1, 0)}),
+    ("helpfulness<4", {(1, 1)}),
+    ("human:helpfulness>=0", set()),                # wrong source
+    ("safety:flagged", {(2, 0)}),
+    ("flagged=false", set()),
+    ("verdict>good", set()),                        # no order between labels
+])
+def test_feedback_conditions(stored, condition: str, kept: set) -> None:
+    store, trajs = stored
+    lines, _ = _lines(store, "sft", Where(feedback=[FeedbackCondition.parse(condition)]))
+    assert _ids(lines) == {trajs[k].id for k in kept}
+
+
+def test_a_feedback_condition_that_cannot_be_read_names_the_syntax() -> None:
+    with pytest.raises(UserError) as err:
+        FeedbackCondition.parse("judge:>=4")
+    assert "[source:]name[op value]" in err.value.fix
+    assert str(FeedbackCondition.parse(" judge:helpfulness >= 4 ")) == "judge:helpfulness>=4"
+
+
+def test_preference_pairs_share_the_prompt_and_prefer_the_better_attempt(stored) -> None:
+    store, trajs = stored
+    pairs, count = _lines(store, "preference")
+    by_id = {t.id: t for t in trajs.values()}
+    # Task 0: best (a success) against worst (reward 0); task 1: equal rewards, no pair;
+    # task 2: one kept attempt; task 3: one attempt.
+    assert count.written == 1 == len(pairs)
+    [pair] = pairs
+    chosen, rejected = (by_id[pair["meta"][k]["trajectory_id"]] for k in ("chosen", "rejected"))
+    assert chosen.outcome.success and rejected.outcome.reward == 0.0 and chosen.task == rejected.task
+    assert pair["prompt"] == [m.to_openai() for m in chosen.messages[:2]] == \
+        [m.to_openai() for m in rejected.messages[:2]]
+    assert pair["chosen"] == _turns(chosen)[2:] and pair["rejected"] == _turns(rejected)[2:]
+    two, _ = _lines(store, "preference", pairs_per_prompt=2)
+    # The second pair of task 0: the other success against the reward-0.5 failure.
+    assert len(two) == 2
+    second = two[1]["meta"]
+    assert second["chosen"]["success"] and second["rejected"]["reward"] == 0.5
+    assert {two[0]["meta"]["chosen"]["trajectory_id"], second["chosen"]["trajectory_id"]} == \
+        {trajs[0, 0].id, trajs[0, 3].id}
+
+
+def test_groups_carry_normalised_advantages(stored) -> None:
+    store, trajs = stored
+    groups, count = _lines(store, "groups")
+    assert count.written == 2  # task 0 (four attempts) and task 1 (two); the rest are single
+    g0, g1 = groups
+    assert sorted(g0["rewards"]) == [0.0, 0.5, 1.0, 1.0]
+    assert abs(sum(g0["advantages"])) < 1e-9
+    assert abs(sum(a * a for a in g0["advantages"]) / 4 - 1.0) < 1e-9
+    for completion, reward, meta in zip(g0["completions"], g0["rewards"], g0["meta"], strict=True):
+        t = next(t for t in trajs.values() if t.id == meta["trajectory_id"])
+        assert completion == _turns(t)[2:] and reward == t.outcome.reward
+    assert g1["rewards"] == [0.25, 0.25] and g1["advantages"] == [0.0, 0.0]
+
+
+def test_unknown_format_and_bad_pair_count_are_user_errors(stored) -> None:
+    store, _ = stored
+    with pytest.raises(UserError, match="unknown export format"):
+        export(store, [RUN], "csv")
+    with pytest.raises(UserError, match="at least 1"):
+        export(store, [RUN], "preference", pairs_per_prompt=0)
+
+
+def test_cli_export_filters_and_says_what_it_kept(stored, tmp_path: Path) -> None:
+    store, trajs = stored
+    env = {"SHARPEN_STORE": store.url}
+    out = tmp_path / "sft.jsonl"
+    res = sharpen("export", RUN, "--format", "sft", "--success", "--feedback", "human:verdict=good",
+                  "-o", str(out), cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert {x["meta"]["trajectory_id"] for x in lines} == {trajs[0, 0].id, trajs[0, 3].id}
+    assert "wrote 2 examples from 2 of 11 trajectories (success, human:verdict=good)" in res.stderr
+    none = sharpen("export", RUN, "--format", "preference", "--success", cwd=tmp_path, env=env)
+    assert none.returncode == 0 and none.stdout == ""
+    assert "wrote 0 pairs" in none.stderr and "--epochs 2" in none.stderr
+    bad = sharpen("export", RUN, "--format", "sft", "--feedback", "judge:>=4", cwd=tmp_path, env=env)
+    assert bad.returncode == 2 and "[source:]name[op value]" in bad.stderr
+    assert "Traceback" not in bad.stderr
