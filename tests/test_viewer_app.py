@@ -207,3 +207,22 @@ def test_sharpen_view_on_a_non_local_host_prints_a_token_url_and_enforces_it(tmp
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_run_page_exports_training_data(store: Store) -> None:
+    from sharpen.train import Where, export
+
+    client = TestClient(create_app(store))
+    run = store.ids["baseline"]
+    page = client.get(f"/runs/{run}")
+    assert f'action="/runs/{run}/export"' in page.text
+    r = client.get(f"/runs/{run}/export", params={"format": "sft", "outcome": "success"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
+    assert f'filename="{run[:12]}-sft.jsonl"' in r.headers["content-disposition"]
+    got = [json.loads(x) for x in r.text.splitlines()]
+    lines, _ = export(store, [run], "sft", Where(success=True))
+    assert got == list(lines) and got  # the same lines as `sharpen export RUN -f sft --success`
+    bad = client.get(f"/runs/{run}/export", params={"format": "sft", "feedback": "judge:>=4"})
+    assert bad.status_code == 400 and "[source:]name[op value]" in bad.text
+    assert client.get(f"/runs/{run}/export", params={"format": "csv"}).status_code == 400
+    assert client.get(f"/runs/{run}/export", params={"outcome": "maybe"}).status_code == 400

@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from markupsafe import Markup
 
+from sharpen.core.errors import UserError
 from sharpen.stats.intervals import wilson_interval
 from sharpen.store import browse
 from sharpen.store.records import RUN_STATUSES
 from sharpen.store.store import Store
+from sharpen.train.export import FORMATS, FeedbackCondition, Where, export
 from sharpen.viewer import svg
 from sharpen.viewer.app import render
 from sharpen.viewer.steps import feedback_threads, step_view
 
 router = APIRouter()
 ERROR_KINDS = ("none", "agent", "env", "infra", "judge", "user_sim")
+OUTCOMES = {"": None, "success": True, "failure": False}
+"""The export form's outcome filter: value -> ``Where.success``."""
 
 
 def _store(request: Request) -> Store:
@@ -87,8 +92,31 @@ def run_page(request: Request, run_ref: str, failed: str = "", error_kind: str =
     ctx.update(manifest=manifest, agent=agent, status=status, rec=rec,
                sources=browse.feedback_sources(store, run_id), error_kinds=ERROR_KINDS,
                diff_plot=Markup(svg.bars("success by difficulty", items) if items else ""),
-               search_limit=browse.SEARCH_LIMIT)
+               search_limit=browse.SEARCH_LIMIT, formats=FORMATS)
     return render(request, "run.html", ctx)
+
+
+@router.get("/runs/{run_ref}/export")
+def run_export(request: Request, run_ref: str, format: str = "sft", outcome: str = "",
+               feedback: str = "") -> Response:
+    """The run as a download in one of :data:`sharpen.train.export.FORMATS`, filtered like
+    ``sharpen export RUN --success|--failure --feedback COND``."""
+    try:
+        if outcome not in OUTCOMES:
+            raise UserError(f"unknown outcome filter {outcome!r}", "choose any, success or failure")
+        where = Where(success=OUTCOMES[outcome], include_errors=format == "jsonl",
+                      feedback=[FeedbackCondition.parse(feedback)] if feedback.strip() else [])
+        lines, count = export(_store(request), [run_ref], format, where)
+    except UserError as exc:
+        return render(request, "error.html", {"message": exc.message, "fix": exc.fix}, status=400)
+
+    def body() -> Iterator[str]:
+        for line in lines:
+            yield json.dumps(line, ensure_ascii=False) + "\n"
+
+    name = f"{count.runs[0][:12]}-{format}.jsonl"
+    return StreamingResponse(body(), media_type="application/x-ndjson",
+                             headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 @router.get("/t/{trajectory_id}", response_class=HTMLResponse)
