@@ -159,6 +159,9 @@ def test_a_feedback_condition_that_cannot_be_read_names_the_syntax() -> None:
         FeedbackCondition.parse("judge:>=4")
     assert "[source:]name[op value]" in err.value.fix
     assert str(FeedbackCondition.parse(" judge:helpfulness >= 4 ")) == "judge:helpfulness>=4"
+    with pytest.raises(UserError, match="unknown feedback source 'humna'") as err:
+        FeedbackCondition.parse("humna:verdict=good")  # a typo would otherwise keep nothing
+    assert "simulated_user" in err.value.fix
 
 
 def test_preference_pairs_share_the_prompt_and_prefer_the_better_attempt(stored) -> None:

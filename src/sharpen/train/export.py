@@ -42,13 +42,14 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from sharpen.core.errors import UserError
-from sharpen.core.feedback import Feedback
+from sharpen.core.feedback import Feedback, FeedbackSource
 from sharpen.core.registry import REGISTRY
 from sharpen.core.trajectory import Trajectory
 from sharpen.store import Store
 
 Format = Literal["jsonl", "sft", "preference", "groups"]
 FORMATS: tuple[str, ...] = get_args(Format)
+SOURCES: tuple[str, ...] = get_args(FeedbackSource)
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
@@ -78,6 +79,10 @@ class FeedbackCondition(BaseModel):
             raise UserError(f"cannot read the feedback condition {text!r}",
                             "write [source:]name[op value], e.g. human:verdict=good or "
                             "judge:helpfulness>=4 (op one of = != > >= < <=)")
+        source = m["source"]
+        if source is not None and source not in SOURCES:
+            raise UserError(f"unknown feedback source {source!r} in {text!r}",
+                            f"use one of {', '.join(SOURCES)}, or leave the source out")
         return cls(**m.groupdict())
 
     def __str__(self) -> str:
