@@ -67,11 +67,13 @@ def _feedback(tid: str, name: str, value, *, source="human", minutes=0, supersed
 
 @pytest.fixture
 def stored(tmp_path: Path) -> tuple[Store, dict[tuple[int, int], Trajectory]]:
-    """One run in a real SQLite store: tasks 0–3, several epochs, task 1 with native tool
-    calls; human verdicts on task 0 (one of them edited) and a judge score on task 1."""
+    """One run in a real SQLite store: tasks 0–3 (3 from the train split, the others from
+    test), several epochs, task 1 with native tool calls; human verdicts on task 0 (one of
+    them edited) and a judge score on task 1."""
     store = Store(f"sqlite:///{tmp_path / 'sharpen.db'}")
     spec = AgentSpec(name="t")
-    tasks = [TaskSpec(env="code", id=f"gen/t/{i}", seed=i) for i in range(4)]
+    tasks = [TaskSpec(env="code", id=f"gen/t/{i}", seed=i, split="train" if i == 3 else "test")
+             for i in range(4)]
     store.create_run(RunManifest(run_id=RUN, env=ENV, agent_hash=spec.hash(),
                                  task_ids=[t.id for t in tasks], epochs=4, seed=0, config_hash="h"),
                      spec, tasks)
@@ -108,6 +110,9 @@ def test_sft_keeps_what_the_filter_says_and_the_stored_conversation(stored) -> N
     lines, count = _lines(store, "sft", Where(success=True))
     wanted = {t.id for t in trajs.values() if t.outcome and t.outcome.success}
     assert _ids(lines) == wanted and (count.read, count.kept, count.written) == (11, 4, 4)
+    assert count.kept_test == 3  # every success but task 3's is on a test-split task
+    train, count = _lines(store, "sft", Where(success=True, split="train"))
+    assert _ids(train) == {trajs[3, 0].id} and count.kept_test == 0
     for line in lines:
         t = next(t for t in trajs.values() if t.id == line["meta"]["trajectory_id"])
         assert line["messages"] == _turns(t)  # the final verdict is not a training target
@@ -218,6 +223,11 @@ def test_cli_export_filters_and_says_what_it_kept(stored, tmp_path: Path) -> Non
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert {x["meta"]["trajectory_id"] for x in lines} == {trajs[0, 0].id, trajs[0, 3].id}
     assert "wrote 2 examples from 2 of 11 trajectories (success, human:verdict=good)" in res.stderr
+    assert "warning: 2 of the 2 kept trajectories are on test-split tasks" in res.stderr
+    train = sharpen("export", RUN, "--format", "sft", "--success", "--split", "train", cwd=tmp_path, env=env)
+    assert train.returncode == 0 and "(success, train split)" in train.stderr
+    assert "warning" not in train.stderr and len(train.stdout.splitlines()) == 1
+    assert sharpen("export", RUN, "--split", "tset", cwd=tmp_path, env=env).returncode == 2
     none = sharpen("export", RUN, "--format", "preference", "--success", cwd=tmp_path, env=env)
     assert none.returncode == 0 and none.stdout == ""
     assert "wrote 0 pairs" in none.stderr and "--epochs 2" in none.stderr

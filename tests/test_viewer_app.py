@@ -226,3 +226,4 @@ def test_run_page_exports_training_data(store: Store) -> None:
     assert bad.status_code == 400 and "[source:]name[op value]" in bad.text
     assert client.get(f"/runs/{run}/export", params={"format": "csv"}).status_code == 400
     assert client.get(f"/runs/{run}/export", params={"outcome": "maybe"}).status_code == 400
+    assert client.get(f"/runs/{run}/export", params={"split": "tset"}).status_code == 400

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from sharpen.cli.options import StoreOpt, open_store
 from sharpen.core.trajectory import Trajectory
+from sharpen.envs.generation import check_split
 from sharpen.run.summary import RunSummary
 from sharpen.train.export import FeedbackCondition, Where
 from sharpen.train.export import export as export_lines
@@ -95,6 +96,8 @@ def export(
     success: Annotated[bool | None, typer.Option(
         "--success/--failure", help="Keep only successful (or only failed) trajectories.",
         show_default=False)] = None,
+    split: Annotated[str | None, typer.Option(
+        help="Keep only tasks of this split: train, val or test.")] = None,
     min_reward: Annotated[float | None, typer.Option(
         help="Keep only trajectories with at least this reward.")] = None,
     feedback: Annotated[list[str] | None, typer.Option(
@@ -109,7 +112,8 @@ def export(
 ) -> None:
     """Export trajectories as JSON lines: the full record, or fine-tuning data (SFT examples,
     preference pairs, RL groups) filtered by outcome and feedback."""
-    where = Where(success=success, min_reward=min_reward,
+    check_split(split)
+    where = Where(success=success, split=split, min_reward=min_reward,
                   feedback=[FeedbackCondition.parse(f) for f in feedback or []],
                   include_errors=format == "jsonl" if include_errors is None else include_errors)
     lines, count = export_lines(open_store(store), runs, format, where, pairs_per_prompt=pairs_per_prompt)
@@ -124,6 +128,9 @@ def export(
     if format in ("preference", "groups") and count.kept and not count.written:
         hint = (" — a pair or group needs two kept trajectories with the same prompt: run one spec "
                 "with --epochs 2 or more at a temperature above 0")
-    Console(stderr=True).print(
-        f"wrote {count.written} {count.unit} from {count.kept} of {count.read} trajectories "
-        f"({where.describe()}){' to ' + str(output) if output else ''}{hint}", highlight=False)
+    err = Console(stderr=True, highlight=False)
+    err.print(f"wrote {count.written} {count.unit} from {count.kept} of {count.read} trajectories "
+              f"({where.describe()}){' to ' + str(output) if output else ''}{hint}")
+    if count.kept_test and split != "test" and format != "jsonl":
+        err.print(f"warning: {count.kept_test} of the {count.kept} kept trajectories are on test-split "
+                  "tasks; training on them leaks the tasks held-out evaluations score — add --split train")

@@ -26,9 +26,10 @@ reward (for ``code``, the fraction of hidden tests passed). Every line but ``jso
 ``meta`` (run, trajectory and task ids, scores) so a training example can be traced back to
 its episode; drop the column if a trainer objects.
 
-Which trajectories are used is a :class:`Where`. Attempts that ended in an ``env``, ``infra``,
-``judge`` or ``user_sim`` error say nothing about the agent and are left out unless
-``include_errors``.
+Which trajectories are used is a :class:`Where`. Attempts that ended in an ``env``,
+``infra``, ``judge`` or ``user_sim`` error say nothing about the agent and are left out unless
+``include_errors``. :attr:`ExportCount.kept_test` counts kept episodes on ``test``-split
+tasks, which training data should not hold (the CLI warns).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pydantic import BaseModel, Field
 from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackSource
 from sharpen.core.registry import REGISTRY
+from sharpen.core.task import Split
 from sharpen.core.trajectory import Trajectory
 from sharpen.store import Store
 
@@ -124,6 +126,8 @@ class Where(BaseModel):
 
     success: bool | None = None
     """Keep only successes (``True``) or only failures (``False``)."""
+    split: Split | None = None
+    """Keep only tasks of this split (``train`` keeps held-out tasks out of training data)."""
     min_reward: float | None = None
     """Keep only trajectories whose reward is at least this."""
     feedback: list[FeedbackCondition] = Field(default_factory=list)
@@ -136,6 +140,8 @@ class Where(BaseModel):
     def describe(self) -> str:
         """The conditions in words, e.g. ``success, reward ≥ 0.5, human:verdict=good``."""
         parts = [] if self.success is None else ["success" if self.success else "failure"]
+        if self.split is not None:
+            parts.append(f"{self.split} split")
         if self.min_reward is not None:
             parts.append(f"reward ≥ {self.min_reward:g}")
         parts += [str(c) for c in self.feedback]
@@ -149,6 +155,8 @@ class Where(BaseModel):
         if (o is None or not o.counts) and not self.include_errors:
             return False
         if self.success is not None and (o is None or o.success != self.success):
+            return False
+        if self.split is not None and t.task.split != self.split:
             return False
         if self.min_reward is not None and (o is None or o.reward < self.min_reward):
             return False
@@ -165,6 +173,8 @@ class ExportCount:
     """Trajectories that passed the :class:`Where`."""
     written: int = 0
     """Lines written (trajectories, examples, pairs or groups)."""
+    kept_test: int = 0
+    """Kept trajectories on ``test``-split tasks: training on them leaks the held-out tasks."""
     unit: str = "trajectories"
     """What a line is, in words."""
     runs: list[str] = field(default_factory=list)
@@ -246,6 +256,7 @@ def _kept(store: Store, ids: list[str], where: Where, count: ExportCount, *,
                 continue  # unfinished, or the agent never replied: nothing to learn from
             if where.keeps(t, records):
                 count.kept += 1
+                count.kept_test += t.task.split == "test"
                 yield _Kept(rid, t, records, [m.to_openai() for m in t.messages], tools)
 
 

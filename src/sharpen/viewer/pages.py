@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from markupsafe import Markup
 
 from sharpen.core.errors import UserError
+from sharpen.envs.generation import check_split
 from sharpen.stats.intervals import wilson_interval
 from sharpen.store import browse
 from sharpen.store.records import RUN_STATUSES
@@ -98,13 +99,14 @@ def run_page(request: Request, run_ref: str, failed: str = "", error_kind: str =
 
 @router.get("/runs/{run_ref}/export")
 def run_export(request: Request, run_ref: str, format: str = "sft", outcome: str = "",
-               feedback: str = "") -> Response:
+               split: str = "", feedback: str = "") -> Response:
     """The run as a download in one of :data:`sharpen.train.export.FORMATS`, filtered like
-    ``sharpen export RUN --success|--failure --feedback COND``."""
+    ``sharpen export RUN --success|--failure --split S --feedback COND``."""
     try:
         if outcome not in OUTCOMES:
             raise UserError(f"unknown outcome filter {outcome!r}", "choose any, success or failure")
-        where = Where(success=OUTCOMES[outcome], include_errors=format == "jsonl",
+        check_split(split or None)
+        where = Where(success=OUTCOMES[outcome], split=split or None, include_errors=format == "jsonl",
                       feedback=[FeedbackCondition.parse(feedback)] if feedback.strip() else [])
         lines, count = export(_store(request), [run_ref], format, where)
     except UserError as exc:
