@@ -115,7 +115,7 @@ def export(
     check_split(split)
     where = Where(success=success, split=split, min_reward=min_reward,
                   feedback=[FeedbackCondition.parse(f) for f in feedback or []],
-                  include_errors=format == "jsonl" if include_errors is None else include_errors)
+                  include_errors=include_errors)
     lines, count = export_lines(open_store(store), runs, format, where, pairs_per_prompt=pairs_per_prompt)
     out = output.open("w") if output else sys.stdout
     try:
@@ -130,7 +130,7 @@ def export(
                 "with --epochs 2 or more at a temperature above 0")
     err = Console(stderr=True, highlight=False)
     err.print(f"wrote {count.written} {count.unit} from {count.kept} of {count.read} trajectories "
-              f"({where.describe()}){' to ' + str(output) if output else ''}{hint}")
+              f"({count.where}){' to ' + str(output) if output else ''}{hint}")
     if count.kept_test and split != "test" and format != "jsonl":
         err.print(f"warning: {count.kept_test} of the {count.kept} kept trajectories are on test-split "
                   "tasks; training on them leaks the tasks held-out evaluations score — add --split train")

@@ -132,10 +132,11 @@ class Where(BaseModel):
     """Keep only trajectories whose reward is at least this."""
     feedback: list[FeedbackCondition] = Field(default_factory=list)
     """Conditions on feedback records (all must hold)."""
-    include_errors: bool = False
+    include_errors: bool | None = None
     """Keep attempts that ended in a non-agent error or did not end (they say nothing about
-    the agent). Training formats never use an attempt that did not end or in which the agent
-    never replied."""
+    the agent); ``None``: the format decides — ``jsonl``, the full dump, keeps them, the
+    training formats do not. Training formats never use an attempt that did not end or in
+    which the agent never replied."""
 
     def describe(self) -> str:
         """The conditions in words, e.g. ``success, reward ≥ 0.5, human:verdict=good``."""
@@ -179,6 +180,8 @@ class ExportCount:
     """What a line is, in words."""
     runs: list[str] = field(default_factory=list)
     """Full ids of the runs read."""
+    where: str = ""
+    """The filter applied, in words (:meth:`Where.describe`, the format's defaults resolved)."""
 
 
 @dataclass
@@ -229,11 +232,12 @@ def export(
     if pairs_per_prompt < 1:
         raise UserError(f"pairs per prompt must be at least 1, got {pairs_per_prompt}",
                         "set --pairs-per-prompt to 1 or more")
-    # ``jsonl`` is the full dump and keeps everything unless told otherwise (as it always did).
-    where = where or Where(include_errors=fmt == "jsonl")
+    where = where or Where()
+    if where.include_errors is None:
+        where = where.model_copy(update={"include_errors": fmt == "jsonl"})
     ids = [store.resolve_run(r) for r in runs]
     count = ExportCount(unit={"jsonl": "trajectories", "sft": "examples", "preference": "pairs",
-                              "groups": "groups"}[fmt], runs=ids)
+                              "groups": "groups"}[fmt], runs=ids, where=where.describe())
     kept = _kept(store, ids, where, count, finished_only=fmt != "jsonl")
     lines = {"jsonl": _jsonl, "sft": _sft, "preference": lambda k: _pairs(k, pairs_per_prompt),
              "groups": _groups}[fmt](kept)

@@ -106,7 +106,7 @@ def run_export(request: Request, run_ref: str, format: str = "sft", outcome: str
         if outcome not in OUTCOMES:
             raise UserError(f"unknown outcome filter {outcome!r}", "choose any, success or failure")
         check_split(split or None)
-        where = Where(success=OUTCOMES[outcome], split=split or None, include_errors=format == "jsonl",
+        where = Where(success=OUTCOMES[outcome], split=split or None,
                       feedback=[FeedbackCondition.parse(feedback)] if feedback.strip() else [])
         lines, count = export(_store(request), [run_ref], format, where)
     except UserError as exc:
