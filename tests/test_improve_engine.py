@@ -21,6 +21,7 @@ from sharpen.improve.evaluate import Evaluator
 from sharpen.improve.experiment import Experiment, ExperimentConfig, split_tasks
 from sharpen.improve.models import SharedModels
 from sharpen.improve.proposal import InvalidProposal, Proposal, ProposalContext
+from sharpen.improve.report import selection_note
 from sharpen.store import Store
 
 ENV = PluginRef(name="code", args={"source": "generated", "max_submissions": 1})
@@ -115,6 +116,15 @@ async def test_experiment_scores_test_outside_the_budget_and_reports_the_gain(tm
     roles = {r.manifest.extra.get("role") for r in store.list_runs()}
     assert roles == {"improve:upgrade", "test"}
     assert [e.proposer for e in r.lineage] == ["seed", "upgrade"]
+    # Four validation tasks cannot separate even a perfect child from a null seed (exact
+    # McNemar p = 2 / 2⁴); the report says so, and that the held-out verdict decides.
+    assert r.val_discordant == (0, 4)
+    assert selection_note(r) == ("validation cannot tell the winner from the seed: 4 validation "
+                                 "tasks only the winner solved, 0 only the seed (exact McNemar "
+                                 "p = 0.12); the held-out verdict decides")
+    assert selection_note(r.model_copy(update={"val_discordant": (0, 6)})) is None  # p = 0.031
+    assert selection_note(r.model_copy(update={"lineage": r.lineage[:1]})) is None  # the seed won
+    assert selection_note(r.model_copy(update={"val_discordant": None})) is None  # an older result
 
 
 def test_preflight_says_what_the_budget_buys():

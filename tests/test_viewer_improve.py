@@ -19,7 +19,7 @@ from record_improve_cassette import config
 
 from sharpen.improve.experiment import Experiment, ExperimentResult
 from sharpen.improve.folder import experiments_base, list_experiments
-from sharpen.improve.report import verdict_line
+from sharpen.improve.report import selection_note, verdict_line
 from sharpen.store.store import Store
 from sharpen.viewer import create_app
 
@@ -72,6 +72,9 @@ def test_experiment_page_links_verdict_archive_grid_and_trajectories(lab) -> Non
     assert f'href="/runs/{result.baseline_run}"' in src and f'href="/runs/{r.test_run}"' in src
     assert f"/compare?a={result.baseline_run}&amp;b={r.test_run}" in src
     assert f"{100 * r.test_score:.1f}%" in page and f"{r.comparison.p_value:.3f}" in page
+    # an 8-task validation split cannot separate the winner from the seed: the page says so
+    note = selection_note(r)
+    assert note is not None and note in page
     # every archived candidate has a row, and the winner is marked
     for e in r.lineage:
         assert f'/improve/{result.experiment_id}/reflexion/{e.hash}"' in src

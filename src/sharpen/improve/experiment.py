@@ -27,6 +27,7 @@ from sharpen.core.hashing import content_hash
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.core.task import TaskSpec
 from sharpen.improve.budget import Spend
+from sharpen.improve.candidate import Candidate
 from sharpen.improve.engine import Engine, EngineConfig
 from sharpen.improve.evaluate import Evaluation, Evaluator
 from sharpen.improve.models import SharedModels
@@ -119,6 +120,9 @@ class ProposerResult(BaseModel):
     """Rollouts spent when the winner was accepted."""
     curve: list[CurvePoint]
     """Anytime curve."""
+    val_discordant: tuple[int, int] | None = None
+    """Validation tasks only the seed solved, and only the winner solved (``None`` in results
+    written before this was recorded)."""
 
     @property
     def val_test_gap(self) -> float:
@@ -261,4 +265,12 @@ class Experiment:
             test_run=ev.records[0].run_id, tokens_per_task=_tokens_per_task(ev),
             rollouts_per_task=_rollouts_per_task(ev), comparison=cmp,
             rollouts_to_best=to_best, curve=s.curve,
+            val_discordant=_discordant(s.archive.candidates[0], winner),
         )
+
+
+def _discordant(seed: Candidate, winner: Candidate) -> tuple[int, int]:
+    """(validation tasks only ``seed`` solved, only ``winner`` solved)."""
+    tasks = seed.val.keys() | winner.val.keys()
+    return (sum(seed.val.get(t, 0.0) > winner.val.get(t, 0.0) for t in tasks),
+            sum(winner.val.get(t, 0.0) > seed.val.get(t, 0.0) for t in tasks))

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sharpen.improve.experiment import ExperimentResult, ProposerResult
+from sharpen.stats.mcnemar import mcnemar
 from sharpen.stats.plot import plot_paths, pyplot, save
 
 CURVE_STEM = "anytime"
@@ -34,6 +35,22 @@ def verdict_line(r: ProposerResult) -> str:
     if c.significant:
         return f"held-out loss: {c.verdict}"
     return f"no detectable gain on held-out tasks: {c.verdict.removeprefix('no detectable difference; ')}"
+
+
+def selection_note(r: ProposerResult) -> str | None:
+    """A warning when validation cannot tell the winner from the seed (exact McNemar on the
+    validation tasks, p ≥ 0.05): then the winner was chosen on noise as far as validation
+    knows, and only the held-out verdict says whether it is better. ``None`` when the winner
+    is the seed, validation separates them, or the result predates the record."""
+    if r.val_discordant is None or len(r.lineage) < 2:
+        return None
+    seed_only, winner_only = r.val_discordant
+    p = mcnemar(seed_only, winner_only).p_value
+    if p < 0.05:
+        return None
+    return (f"validation cannot tell the winner from the seed: {winner_only} validation "
+            f"task{'s' if winner_only != 1 else ''} only the winner solved, {seed_only} only the "
+            f"seed (exact McNemar p = {p:.2f}); the held-out verdict decides")
 
 
 def render(result: ExperimentResult, console: Console) -> None:
@@ -71,6 +88,9 @@ def render(result: ExperimentResult, console: Console) -> None:
         for e in r.lineage:
             console.print(f"  {e.hash[:8]}  it {e.iteration:>3}  val {_pct(e.val_score):>6}  "
                           f"{e.proposer}: {e.change}", highlight=False)
+        note = selection_note(r)
+        if note:
+            console.print(f"[yellow]{r.proposer.name}: {note}[/]", highlight=False)
         console.print(f"[bold]{r.proposer.name}:[/] {verdict_line(r)}", highlight=False)
 
 

@@ -20,7 +20,7 @@ from sharpen.core.errors import UserError
 from sharpen.improve.candidate import Candidate
 from sharpen.improve.evaluate import EvalRecord, cache_key
 from sharpen.improve.folder import ExperimentFolder, find_experiment, list_experiments
-from sharpen.improve.report import difference_text, verdict_line
+from sharpen.improve.report import difference_text, selection_note, verdict_line
 from sharpen.improve.state import EngineState
 from sharpen.store.records import RunRecord
 from sharpen.store.store import Store
@@ -159,6 +159,7 @@ def experiment_page(request: Request, ref: str) -> HTMLResponse:
         })
     return render(request, "improve.html", {"exp": exp, "cfg": exp.definition, "engines": engines,
                                             "verdict": verdict_line, "difference": difference_text,
+                                            "selection_note": selection_note,
                                             "runs": experiment_runs(store, exp)})
 
 
