@@ -3,7 +3,7 @@ improve it within a small budget, and say honestly whether it got better.
 
 The improvement is Reflexion: within-task retries on the failed tests, with an episodic
 memory the engine chooses (none, the test feedback, or the model's own reflections).
-Everything runs on the embedded SmolLM2-135M on two cores in about eight minutes; the sizes
+Everything runs on the embedded SmolLM2-135M on two cores in about nine minutes; the sizes
 are flags so a bigger model or machine can afford a tighter interval.
 """
 
