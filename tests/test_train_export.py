@@ -205,6 +205,12 @@ def test_groups_carry_normalised_advantages(stored) -> None:
     assert g1["rewards"] == [0.25, 0.25] and g1["advantages"] == [0.0, 0.0]
 
 
+def test_a_run_named_twice_is_read_once(stored) -> None:
+    store, trajs = stored
+    lines, count = export(store, [RUN, "latest", RUN[:6]], "jsonl")
+    assert len(list(lines)) == len(trajs) and count.runs == [RUN]
+
+
 def test_unknown_format_and_bad_pair_count_are_user_errors(stored) -> None:
     store, _ = stored
     with pytest.raises(UserError, match="unknown export format"):

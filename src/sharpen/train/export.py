@@ -235,7 +235,7 @@ def export(
     where = where or Where()
     if where.include_errors is None:
         where = where.model_copy(update={"include_errors": fmt == "jsonl"})
-    ids = [store.resolve_run(r) for r in runs]
+    ids = list(dict.fromkeys(store.resolve_run(r) for r in runs))  # a run named twice is read once
     count = ExportCount(unit={"jsonl": "trajectories", "sft": "examples", "preference": "pairs",
                               "groups": "groups"}[fmt], runs=ids, where=where.describe())
     kept = _kept(store, ids, where, count, finished_only=fmt != "jsonl")
