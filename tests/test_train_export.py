@@ -217,6 +217,8 @@ def test_unknown_format_and_bad_pair_count_are_user_errors(stored) -> None:
         export(store, [RUN], "csv")
     with pytest.raises(UserError, match="at least 1"):
         export(store, [RUN], "preference", pairs_per_prompt=0)
+    with pytest.raises(UserError, match="unknown split 'tset'"):
+        Where(split="tset")
 
 
 def test_cli_export_filters_and_says_what_it_kept(stored, tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ from rich.table import Table
 
 from sharpen.cli.options import StoreOpt, open_store
 from sharpen.core.trajectory import Trajectory
-from sharpen.envs.generation import check_split
 from sharpen.run.summary import RunSummary
 from sharpen.train.export import FeedbackCondition, Where
 from sharpen.train.export import export as export_lines
@@ -112,7 +111,6 @@ def export(
 ) -> None:
     """Export trajectories as JSON lines: the full record, or fine-tuning data (SFT examples,
     preference pairs, RL groups) filtered by outcome and feedback."""
-    check_split(split)
     where = Where(success=success, split=split, min_reward=min_reward,
                   feedback=[FeedbackCondition.parse(f) for f in feedback or []],
                   include_errors=include_errors)

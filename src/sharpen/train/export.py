@@ -40,13 +40,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackSource
 from sharpen.core.registry import REGISTRY
 from sharpen.core.task import Split
 from sharpen.core.trajectory import Trajectory
+from sharpen.envs.generation import check_split
 from sharpen.store import Store
 
 Format = Literal["jsonl", "sft", "preference", "groups"]
@@ -149,6 +150,12 @@ class Where(BaseModel):
         if self.include_errors:
             parts.append("errors included")
         return ", ".join(parts) or "no filter"
+
+    @field_validator("split", mode="before")
+    @classmethod
+    def _known_split(cls, value: str | None) -> str | None:
+        check_split(value)  # a UserError that names the splits, not a validation trace
+        return value
 
     def keeps(self, t: Trajectory, records: list[Feedback]) -> bool:
         """Whether ``t`` (with its feedback ``records``) passes."""

@@ -11,7 +11,6 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from markupsafe import Markup
 
 from sharpen.core.errors import UserError
-from sharpen.envs.generation import check_split
 from sharpen.stats.intervals import wilson_interval
 from sharpen.store import browse
 from sharpen.store.records import RUN_STATUSES
@@ -105,7 +104,6 @@ def run_export(request: Request, run_ref: str, format: str = "sft", outcome: str
     try:
         if outcome not in OUTCOMES:
             raise UserError(f"unknown outcome filter {outcome!r}", "choose any, success or failure")
-        check_split(split or None)
         where = Where(success=OUTCOMES[outcome], split=split or None,
                       feedback=[FeedbackCondition.parse(feedback)] if feedback.strip() else [])
         lines, count = export(_store(request), [run_ref], format, where)
