@@ -15,6 +15,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,14 @@ _MISS = object()
 
 
 class _Shared:
-    """One loaded Llama, the locks that serialise calls on it, and the replies it gave.
+    """One loaded Llama, the thread and locks that serialise calls on it, and the replies it
+    gave.
+
+    Every call on the Llama runs on one thread of its own (``executor``), never on
+    ``asyncio``'s shared pool, which the store's writes and the sandbox also use: llama.cpp's
+    OpenMP keeps its worker threads per calling thread, and calls that hopped between pool
+    threads took about 1.5× as long for the same replies (``benchmarks/local_model_thread.py``;
+    the demo went from 536 s to 382 s).
 
     Every call is seeded, so a repeated request is answered with the reply it got the first
     time, without generating it again (the memo). It pays off where sharpen repeats requests
@@ -87,6 +95,7 @@ class _Shared:
         self.memo: OrderedDict[str, dict[str, Any] | None] = OrderedDict()
         self.memo_lock = threading.Lock()  # not thread_lock: that one is held while generating
         self.thread_lock = threading.Lock()
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sharpen-llama")
         # asyncio locks are bound to a loop, so keep one per running loop.
         self.loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -98,6 +107,10 @@ class _Shared:
         if lock is None:
             lock = self.loop_locks[loop] = asyncio.Lock()
         return lock
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` on the model's own thread, awaited without blocking the loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     def recall(self, key: str) -> Any:
         """The raw reply remembered for ``key`` (``None`` for an over-long prompt), or ``_MISS``."""
@@ -144,6 +157,7 @@ def _close_all() -> None:
     noisily once module globals are gone)."""
     with _LOAD_LOCK:
         for shared in _LOADED.values():
+            shared.executor.shutdown(wait=True)
             shared.llama.close()
         _LOADED.clear()
 
@@ -179,7 +193,7 @@ def _count_prompt(shared: _Shared, chat: list[dict[str, Any]]) -> int:
 class LocalModel:
     """SmolLM2-135M-Instruct in-process. ``supports_tools`` is False: agents use the text
     protocol. Calls on one loaded model are serialised (a Llama object is not safe for
-    concurrent use) and run in a worker thread so the event loop stays free. Instances with
+    concurrent use) and run on the model's own thread so the event loop stays free. Instances with
     the same ``(model_path, n_ctx)`` share one loaded Llama; ``n_threads`` takes
     effect when it is first loaded.
 
@@ -258,10 +272,10 @@ class LocalModel:
             async with shared.async_lock():
                 raw = shared.recall(key)  # the same request may have finished while we waited
                 if raw is _MISS:
-                    raw, latency = await asyncio.to_thread(self._generate, shared, chat, kwargs)
+                    raw, latency = await shared.call(self._generate, shared, chat, kwargs)
                     shared.remember(key, raw)
         if raw is None:  # prompt over the context window
-            n_prompt = await asyncio.to_thread(_count_prompt, shared, chat)
+            n_prompt = await shared.call(_count_prompt, shared, chat)
             usage = Usage(input_tokens=n_prompt, calls=1)
             usage.cost_usd = pricing.cost(self.name, usage)
             return Completion(
