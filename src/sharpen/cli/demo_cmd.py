@@ -1,10 +1,14 @@
 """``sharpen demo``: the main job — baseline the embedded model on held-out code tasks,
 improve it within a small budget, and say honestly whether it got better.
 
-The improvement is Reflexion: within-task retries on the failed tests, with an episodic
-memory the engine chooses (none, the test feedback, or the model's own reflections).
-Everything runs on the embedded SmolLM2-135M on two cores in about nine minutes; the sizes
-are flags so a bigger model or machine can afford a tighter interval.
+The improvement is Reflexion with test feedback: within-task retries whose prompt carries
+the top of the failed-test report (memory ``result``). Its ablation, retries that carry
+nothing (memory ``none``), is offered second and adopted only if it beats that at the gate.
+The held-out split is 100 tasks because that is what an effect of this size needs: on 120
+fresh tasks the feedback retries gained +8.3 points (``benchmarks/reflexion_feedback.py``),
+which 50 tasks detect with probability 0.23–0.38 and 100 with 0.86–0.95 (exact McNemar at
+0.05, 13.5% of failed tasks fixed as measured, baseline success 26–38%; ``scipy.stats.binom``). Everything runs on the embedded SmolLM2-135M on
+two cores; the sizes are flags so a bigger model or machine can afford a tighter interval.
 """
 
 from __future__ import annotations
@@ -27,6 +31,15 @@ from sharpen.improve.report import plot_curves, render, verdict_line
 DEMO_ENV = PluginRef(name="code", args={"source": "generated", "difficulty": "easy", "max_submissions": 1})
 """Generated function-writing tasks, one submission each: the baseline has no second try."""
 
+DEMO_PROPOSER = PluginRef(name="reflexion", args={
+    "max_trials": 4, "memories": ["result", "none"], "result_chars": 200})
+"""Up to four attempts; first the retry that sees the score and about one failed test, then
+the fresh-sample ablation."""
+
+DEMO_TASK_SEED = 4
+"""Task lists no measurement had seen when the demo's sizes were fixed (seeds 0–3 had been
+used by the demo, the GEPA comparison and the pre-registered Reflexion check)."""
+
 DEMO_SPEC = AgentSpec(
     name="demo-seed", model=PluginRef(name="local"),
     params={"temperature": 0.0, "max_tokens": 200},
@@ -36,12 +49,13 @@ DEMO_SPEC = AgentSpec(
 
 
 def demo(
-    test: Annotated[int, typer.Option(help="Held-out test tasks.")] = 50,
+    test: Annotated[int, typer.Option(help="Held-out test tasks.")] = 100,
     train: Annotated[int, typer.Option(help="Training tasks.")] = 12,
     val: Annotated[int, typer.Option(help="Validation tasks.")] = 8,
     budget_rollouts: Annotated[int, typer.Option(
         help="Rollouts on train + val (an environment episode each; a retry is one more).")] = 120,
     minibatch: Annotated[int, typer.Option(help="Training tasks per gate.")] = 12,
+    task_seed: Annotated[int, typer.Option(help="Seed of the generated task lists.")] = DEMO_TASK_SEED,
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the improved AgentSpec.")
                    ] = Path("improved.yaml"),
     plot: CurvePlotOpt = None,
@@ -49,17 +63,18 @@ def demo(
     fresh: Annotated[bool, typer.Option("--fresh", help="Start the demo over.")] = False,
     store: StoreOpt = None,
 ) -> None:
-    """Baseline the embedded model on code tasks, improve it with Reflexion within a budget,
-    and print the held-out verdict with its paired 95% interval."""
+    """Baseline the embedded model on code tasks, improve it with Reflexion on the failed
+    tests within a budget, and print the held-out verdict with its paired 95% interval."""
     console = Console()
     config = ExperimentConfig(
-        env=DEMO_ENV, seed_spec=DEMO_SPEC, proposer=PluginRef(name="reflexion", args={"max_trials": 4}),
-        train=train, val=val, test=test,
+        env=DEMO_ENV, seed_spec=DEMO_SPEC, proposer=DEMO_PROPOSER,
+        train=train, val=val, test=test, task_seed=task_seed,
         engine=EngineConfig(budget=Budget(rollouts=budget_rollouts), minibatch=minibatch),
     )
     console.print("[bold]sharpen demo[/]: the embedded SmolLM2-135M writes Python functions for "
                   "generated tasks with hidden unit tests. Baseline: one submission. Improvement: "
-                  f"Reflexion (retries on the failed tests; the engine picks trials and memory), "
+                  f"Reflexion (retries that see the failed tests, or fresh retries if those win the "
+                  f"gate; the engine picks trials), "
                   f"chosen on {train} train / {val} val tasks within {budget_rollouts} "
                   f"rollouts, then both are scored on {test} held-out test tasks with the same seeds.")
     result = run_experiment(config, store_url=store, folder=None, resume=resume, fresh=fresh,
