@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,9 @@ from conftest import sharpen
 from llama_cpp import Llama
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
+from sharpen.cli.demo_cmd import DEMO_ENV, DEMO_TASK_SEED
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.registry import REGISTRY
 from sharpen.envs.code.env import CodeEnv
 from sharpen.models.local import gguf_path
 from sharpen.sandbox.forkserver import FORKSERVER_LABEL
@@ -120,3 +124,22 @@ def test_a_dead_endpoint_stops_the_run_with_one_message(tmp_path: Path) -> None:
     assert run.status == "failed"
     kept = list(store.iter_trajectories(run.id, with_steps=False))
     assert kept and all(t.outcome.error_kind == "infra" for t in kept)
+
+
+def test_demo_end_to_end_at_a_small_size(tmp_path: Path) -> None:
+    """`sharpen demo` as `make demo` runs it, shrunk by its own flags: the embedded model, the
+    feedback retry offered first, a verdict, and a winner `sharpen run --agent` can load."""
+    res = sharpen("demo", "--test", "3", "--train", "3", "--val", "2", "--budget-rollouts", "24",
+                  "--minibatch", "3", cwd=tmp_path)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    out = " ".join(res.stdout.split())  # Rich wraps long lines
+    assert "#1: reflexion with 4 trials per task, memory result" in out
+    assert "Held-out test (3 tasks, same seeds for every spec)" in out
+    assert re.search(r"verdict: (held-out gain|held-out loss|no detectable gain on held-out tasks): ", out)
+    winner = AgentSpec.load(tmp_path / "improved.yaml")
+    assert winner.model.name == "local"
+    store = Store(f"sqlite:///{tmp_path / '.sharpen' / 'sharpen.db'}")
+    task_ids = {t.task.id for r in store.list_runs() for t in store.iter_trajectories(r.id, with_steps=False)}
+    demo_env = REGISTRY.create("env", DEMO_ENV)
+    assert task_ids <= {t.id for split in ("train", "val", "test")
+                        for t in demo_env.list_tasks(split=split, limit=3, seed=DEMO_TASK_SEED)}

@@ -1,14 +1,16 @@
 """``sharpen demo``: the main job — baseline the embedded model on held-out code tasks,
 improve it within a small budget, and say honestly whether it got better.
 
-The improvement is Reflexion with test feedback: within-task retries whose prompt carries
-the top of the failed-test report (memory ``result``). Its ablation, retries that carry
-nothing (memory ``none``), is offered second and adopted only if it beats that at the gate.
-The held-out split is 100 tasks because that is what an effect of this size needs: on 120
-fresh tasks the feedback retries gained +8.3 points (``benchmarks/reflexion_feedback.py``),
-which 50 tasks detect with probability 0.23–0.38 and 100 with 0.86–0.95 (exact McNemar at
-0.05, 13.5% of failed tasks fixed as measured, baseline success 26–38%; ``scipy.stats.binom``). Everything runs on the embedded SmolLM2-135M on
-two cores; the sizes are flags so a bigger model or machine can afford a tighter interval.
+The improvement is Reflexion: within-task retries on the failed tests. The engine offers first
+the retry whose prompt carries the top of the failed-test report (memory ``result``), then
+its ablation, a retry that carries nothing (memory ``none``), which must beat the first at
+the gate to be adopted. The held-out split is 100 tasks because that is what an effect of
+this size needs: on 120 fresh tasks the feedback retries gained +8.3 points
+(``benchmarks/reflexion_feedback.py``), which 50 tasks detect with probability 0.23–0.38 and
+100 with 0.86–0.95 (exact McNemar at 0.05, 13.5% of failed tasks fixed as measured,
+baseline success 26–38%; ``scipy.stats.binom``). Everything runs on the embedded
+SmolLM2-135M on two cores in about eight minutes; the sizes are flags so a bigger model or
+machine can afford a tighter interval.
 """
 
 from __future__ import annotations

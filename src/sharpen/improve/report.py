@@ -9,6 +9,7 @@ from rich.table import Table
 
 from sharpen.improve.experiment import ExperimentResult, ProposerResult
 from sharpen.stats.mcnemar import mcnemar
+from sharpen.stats.paired import p_cell
 from sharpen.stats.plot import plot_paths, pyplot, save
 
 CURVE_STEM = "anytime"
@@ -81,7 +82,7 @@ def render(result: ExperimentResult, console: Console) -> None:
         held.add_row(f"{r.proposer.name} winner {r.winner.hash()[:8]}", _pct(r.val_score),
                      _pct(r.test_score), f"{100 * r.val_test_gap:+.1f} pts", f"{r.tokens_per_task:,.0f}",
                      f"{r.rollouts_per_task:.2f}", str(r.rollouts_to_best), difference_text(r),
-                     f"{c.p_value:.3f}")
+                     p_cell(c.p_value))
     console.print(held)
     for r in result.results:
         console.print(f"[bold]{r.proposer.name}[/] lineage:")

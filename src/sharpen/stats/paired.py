@@ -168,10 +168,15 @@ def _points(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
+def p_cell(p: float) -> str:
+    """A p-value as tables show it: three decimals, or ``< 0.001`` (never ``0.000``)."""
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def _p(p: float, bound: bool = False) -> str:
     if p < 0.001:
-        return "p < 0.001"
-    return f"p ≤ {p:.3f}" if bound else f"p = {p:.3f}"
+        return f"p {p_cell(p)}"
+    return f"p ≤ {p_cell(p)}" if bound else f"p = {p_cell(p)}"
 
 
 def with_verdict(cmp: PairedComparison, p_adjusted: float, family: int) -> PairedComparison:

@@ -22,6 +22,7 @@ from sharpen.improve.evaluate import EvalRecord, cache_key
 from sharpen.improve.folder import ExperimentFolder, find_experiment, list_experiments
 from sharpen.improve.report import difference_text, selection_note, verdict_line
 from sharpen.improve.state import EngineState
+from sharpen.stats.paired import p_cell
 from sharpen.store.records import RunRecord
 from sharpen.store.store import Store
 from sharpen.viewer import svg
@@ -159,7 +160,7 @@ def experiment_page(request: Request, ref: str) -> HTMLResponse:
         })
     return render(request, "improve.html", {"exp": exp, "cfg": exp.definition, "engines": engines,
                                             "verdict": verdict_line, "difference": difference_text,
-                                            "selection_note": selection_note,
+                                            "p_cell": p_cell, "selection_note": selection_note,
                                             "runs": experiment_runs(store, exp)})
 
 
