@@ -6,11 +6,19 @@ PY := $(VENV)/bin/python
 # that advertise AMX.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
-.PHONY: setup system-deps demo test lint clean
+.PHONY: setup dev-setup system-deps demo test lint clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[local,viewer,plot]"
+	touch $@
+
+# The tests also fine-tune with TRL, which needs PyTorch: pinned to 2.13.0 because a CPU build
+# of that release lies on disk on our machines, while an unpinned torch pulls a CUDA build of
+# several GB.
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e ".[local,dev]"
 	touch $@
 
@@ -24,13 +32,15 @@ system-deps:
 
 setup: system-deps $(VENV)/.installed
 
+dev-setup: setup $(VENV)/.installed-dev
+
 demo: setup
 	$(VENV)/bin/sharpen demo
 
-test: setup
+test: dev-setup
 	$(VENV)/bin/pytest -q
 
-lint: setup
+lint: dev-setup
 	$(VENV)/bin/ruff check src tests
 
 clean:

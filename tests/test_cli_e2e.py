@@ -93,6 +93,7 @@ def test_run_show_export_with_the_embedded_model(tmp_path: Path, small_agent: Pa
         (["show", "nope"], "nope", "sharpen runs"),
         (["runs", "--store", "notaurl"], "notaurl", "--store"),
         (["export", "latest", "--format", "csv"], "unknown export format", "jsonl"),
+        (["checkpoint", "out", "--gguf", "missing.gguf"], "does not exist", "path of a .gguf"),
     ],
 )
 def test_user_errors_are_one_clear_message(tmp_path: Path, args, message, fix) -> None:

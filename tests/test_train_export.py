@@ -22,6 +22,7 @@ from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Trajectory
 from sharpen.store import Store
 from sharpen.train import FeedbackCondition, Where, export
+from sharpen.train.checkpoint import write_checkpoint
 
 ENV = PluginRef(name="code", args={"source": "generated"})
 RUN = "export-run"
@@ -242,3 +243,71 @@ def test_cli_export_filters_and_says_what_it_kept(stored, tmp_path: Path) -> Non
     bad = sharpen("export", RUN, "--format", "sft", "--feedback", "judge:>=4", cwd=tmp_path, env=env)
     assert bad.returncode == 2 and "[source:]name[op value]" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_exports_fine_tune_the_embedded_model_with_trl(stored, tmp_path: Path) -> None:
+    """The documented recipe, for real: `sharpen checkpoint` writes the embedded model as a
+    Hugging Face checkpoint that computes what llama.cpp computes, and TRL's SFT and DPO
+    trainers take the exported files as they are."""
+    import numpy as np
+    import torch
+    from datasets import load_dataset
+    from llama_cpp import Llama
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
+
+    from sharpen.models.local import gguf_path
+
+    ckpt = tmp_path / "smollm2"
+    res = sharpen("checkpoint", str(ckpt), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    with pytest.raises(UserError, match="not an empty folder"):
+        write_checkpoint(ckpt)  # nothing is overwritten
+    tokenizer = AutoTokenizer.from_pretrained(ckpt)
+    model = AutoModelForCausalLM.from_pretrained(ckpt)
+
+    # Same tokens and the same next-token scores as the embedded model under llama.cpp.
+    llama = Llama(model_path=str(gguf_path()), n_ctx=512, logits_all=True, verbose=False)
+    try:
+        assert tokenizer.chat_template == llama.metadata["tokenizer.chat_template"]
+        for question in ("Write a Python function that adds two numbers.", "List three colors."):
+            text = tokenizer.apply_chat_template([{"role": "user", "content": question}],
+                                                 add_generation_prompt=True, tokenize=False)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            assert ids == llama.tokenize(text.encode(), add_bos=False, special=True)
+            llama.reset()
+            llama.eval(ids)
+            theirs = np.array(llama.scores[len(ids) - 1])
+            with torch.no_grad():
+                ours = model(torch.tensor([ids])).logits[0, -1].numpy()
+            assert np.corrcoef(theirs, ours)[0, 1] > 0.99
+            assert int(ours.argmax()) in np.argsort(-theirs)[:3]
+    finally:
+        llama.close()
+
+    store, _ = stored
+    sft_file, pref_file = tmp_path / "sft.jsonl", tmp_path / "pref.jsonl"
+    for fmt, path in (("sft", sft_file), ("preference", pref_file)):
+        lines, _ = export(store, [RUN], fmt)
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    before = model.model.layers[0].mlp.down_proj.weight.detach().clone()
+    common = {"max_steps": 2, "per_device_train_batch_size": 2, "report_to": [], "save_strategy": "no",
+              "use_cpu": True, "logging_steps": 1}
+    sft = SFTTrainer(model=model, args=SFTConfig(output_dir=str(tmp_path / "sft"), **common),
+                     train_dataset=load_dataset("json", data_files=str(sft_file), split="train"),
+                     processing_class=tokenizer)
+    sft.train()
+    losses = [h["loss"] for h in sft.state.log_history if "loss" in h]
+    assert len(losses) == 2 and all(np.isfinite(losses))
+    assert not torch.equal(before, model.model.layers[0].mlp.down_proj.weight)
+
+    dpo = DPOTrainer(model=AutoModelForCausalLM.from_pretrained(ckpt),
+                     args=DPOConfig(output_dir=str(tmp_path / "dpo"), **{**common, "max_steps": 1}),
+                     train_dataset=load_dataset("json", data_files=str(pref_file), split="train"),
+                     processing_class=tokenizer)
+    dpo.train()
+    [logged] = [h for h in dpo.state.log_history if "loss" in h]
+    # Step one: the policy is its own reference, so the DPO loss is log 2 on any pair.
+    assert logged["loss"] == pytest.approx(np.log(2), abs=1e-3) and "rewards/margins" in logged

@@ -16,6 +16,7 @@ from sharpen.cli import (
     improve_cmd,
     report_cmd,
     run_cmd,
+    train_cmd,
     view_cmd,
 )
 from sharpen.core.errors import UserError
@@ -32,6 +33,7 @@ app.command("run")(run_cmd.run)
 app.command("runs")(browse.runs)
 app.command("show")(browse.show)
 app.command("export")(browse.export)
+app.command("checkpoint")(train_cmd.checkpoint)
 app.command("report")(report_cmd.report)
 app.command("compare")(compare_cmd.compare)
 app.command("view")(view_cmd.view)
