@@ -94,6 +94,8 @@ def test_run_show_export_with_the_embedded_model(tmp_path: Path, small_agent: Pa
         (["runs", "--store", "notaurl"], "notaurl", "--store"),
         (["export", "latest", "--format", "csv"], "unknown export format", "jsonl"),
         (["checkpoint", "out", "--gguf", "missing.gguf"], "does not exist", "path of a .gguf"),
+        (["gguf", "nockpt", "out.gguf"], "does not exist", "folder a trainer saved"),
+        (["gguf", ".", "out.gguf", "--dtype", "q8"], "unknown dtype", "f32 or f16"),
     ],
 )
 def test_user_errors_are_one_clear_message(tmp_path: Path, args, message, fix) -> None:

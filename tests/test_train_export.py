@@ -248,8 +248,9 @@ def test_cli_export_filters_and_says_what_it_kept(stored, tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_exports_fine_tune_the_embedded_model_with_trl(stored, tmp_path: Path) -> None:
     """The documented recipe, for real: `sharpen checkpoint` writes the embedded model as a
-    Hugging Face checkpoint that computes what llama.cpp computes, and TRL's SFT and DPO
-    trainers take the exported files as they are."""
+    Hugging Face checkpoint that computes what llama.cpp computes, TRL's SFT and DPO trainers
+    take the exported files as they are, and `sharpen gguf` hands the trained weights back to
+    llama.cpp."""
     import numpy as np
     import torch
     from datasets import load_dataset
@@ -292,16 +293,42 @@ def test_exports_fine_tune_the_embedded_model_with_trl(stored, tmp_path: Path) -
         lines, _ = export(store, [RUN], fmt)
         path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
-    before = model.model.layers[0].mlp.down_proj.weight.detach().clone()
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Write f0."}],
+                                           add_generation_prompt=True, tokenize=False)
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
+    def next_token_scores(m) -> np.ndarray:
+        with torch.no_grad():
+            return m(torch.tensor([ids])).logits[0, -1].numpy()
+
+    untrained = next_token_scores(model)
     common = {"max_steps": 2, "per_device_train_batch_size": 2, "report_to": [], "save_strategy": "no",
               "use_cpu": True, "logging_steps": 1}
-    sft = SFTTrainer(model=model, args=SFTConfig(output_dir=str(tmp_path / "sft"), **common),
+    sft = SFTTrainer(model=model,
+                     args=SFTConfig(output_dir=str(tmp_path / "sft"), learning_rate=1e-4, **common),
                      train_dataset=load_dataset("json", data_files=str(sft_file), split="train"),
                      processing_class=tokenizer)
     sft.train()
     losses = [h["loss"] for h in sft.state.log_history if "loss" in h]
     assert len(losses) == 2 and all(np.isfinite(losses))
-    assert not torch.equal(before, model.model.layers[0].mlp.down_proj.weight)
+    trained = next_token_scores(model)
+    assert np.abs(trained - untrained).max() > 1e-2  # the weights moved
+
+    # Back to GGUF: the embedded runner computes what the trained checkpoint computes.
+    sft.save_model(str(tmp_path / "trained"))
+    gguf_file = tmp_path / "trained.gguf"
+    res = sharpen("gguf", str(tmp_path / "trained"), str(gguf_file), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "model_path=" in res.stderr
+    runner = Llama(model_path=str(gguf_file), n_ctx=512, logits_all=True, verbose=False)
+    try:
+        assert runner.tokenize(prompt.encode(), add_bos=False, special=True) == ids
+        runner.eval(ids)
+        served = np.array(runner.scores[len(ids) - 1])
+    finally:
+        runner.close()
+    assert int(served.argmax()) == int(trained.argmax())
+    assert np.abs(served - trained).max() < np.abs(trained - untrained).max() / 10
 
     dpo = DPOTrainer(model=AutoModelForCausalLM.from_pretrained(ckpt),
                      args=DPOConfig(output_dir=str(tmp_path / "dpo"), **{**common, "max_steps": 1}),

@@ -1,4 +1,5 @@
-"""``sharpen checkpoint``: the embedded model as a Hugging Face checkpoint, for TRL."""
+"""``sharpen checkpoint`` and ``sharpen gguf``: the embedded model to a Hugging Face checkpoint
+for TRL, and a trained checkpoint back to a GGUF file the ``local`` model runs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from sharpen.train.checkpoint import write_checkpoint
+from sharpen.train.checkpoint import write_checkpoint, write_gguf
 
 
 def checkpoint(
@@ -23,3 +24,19 @@ def checkpoint(
         written = write_checkpoint(out, gguf)
     console.print(f"wrote {written} (load it with AutoModelForCausalLM.from_pretrained; "
                   "docs/training-data.md shows a TRL run)", highlight=False, markup=False)
+
+
+def to_gguf(
+    checkpoint: Annotated[Path, typer.Argument(help="Checkpoint folder a trainer saved.")],
+    out: Annotated[Path, typer.Argument(help="New .gguf file.")],
+    template: Annotated[Path | None, typer.Option(
+        help="The GGUF model the checkpoint came from (default: the embedded model).")] = None,
+    dtype: Annotated[str, typer.Option(help="Storage of the matrices: f32 or f16.")] = "f32",
+) -> None:
+    """Write a trained checkpoint as a GGUF file, with the metadata of the model it came from,
+    so the embedded runner loads it: --model local --model-arg model_path=OUT."""
+    console = Console(stderr=True)
+    with console.status("writing the GGUF file…"):
+        written = write_gguf(checkpoint, out, template, dtype)
+    console.print(f"wrote {written} (run it: sharpen run ENV --model local --model-arg "
+                  f"model_path={written})", highlight=False, markup=False)
