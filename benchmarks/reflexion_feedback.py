@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -51,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 from machine_info import cpu_name, version
+from preregistered import comparison_table, fresh_tasks, protocol_commit
 
 from sharpen.cli.demo_cmd import DEMO_ENV, DEMO_SPEC
 from sharpen.core.registry import REGISTRY, PluginRef
@@ -78,33 +78,10 @@ async def run_agent(store: Store, agent: PluginRef, tasks: list) -> str:
     return summary.run_id
 
 
-def fresh_tasks(count: int, seed: int) -> list:
-    """The first ``count`` test tasks of ``seed``; raises if any was used before."""
-    env = REGISTRY.create("env", DEMO_ENV)
-    used = {t.hash() for s in USED_SEEDS for split in ("train", "val", "test")
-            for t in env.list_tasks(split=split, limit=200, seed=s)}
-    tasks = env.list_tasks(split="test", limit=count, seed=seed)
-    seen = [t.hash() for t in tasks if t.hash() in used]
-    if seen:
-        raise SystemExit(f"{len(seen)} of the tasks were used by earlier experiments: not fresh")
-    return tasks
-
-
-def commit() -> str:
-    """The last commit that changed this script (where its protocol was fixed), and whether the
-    script has changed since."""
-    here = ["--", "benchmarks/reflexion_feedback.py"]
-    last = subprocess.run(["git", "log", "-1", "--format=%h %cd", "--date=format:%H:%M UTC", *here],
-                          capture_output=True, text=True, cwd=HERE.parent, env={**os.environ, "TZ": "UTC"})
-    dirty = subprocess.run(["git", "status", "--porcelain", *here], capture_output=True, text=True,
-                           cwd=HERE.parent).stdout.strip()
-    return last.stdout.strip() + (" (script modified since)" if dirty else "")
-
-
 async def main(args: argparse.Namespace) -> str:
     started = datetime.now(UTC)
     load = os.getloadavg()[0]
-    tasks = fresh_tasks(args.tasks, args.task_seed)
+    tasks = fresh_tasks(REGISTRY.create("env", DEMO_ENV), "test", args.tasks, args.task_seed, USED_SEEDS)
     rows, tables = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"sqlite:///{Path(tmp) / 'bench.db'}")
@@ -124,7 +101,8 @@ async def main(args: argparse.Namespace) -> str:
         "# Reflexion with test feedback against one attempt: a pre-registered check",
         "",
         f"`python benchmarks/reflexion_feedback.py --tasks {args.tasks} --task-seed {args.task_seed}` "
-        f"— protocol in the script's docstring, fixed at commit {commit()} before the run; run "
+        f"— protocol in the script's docstring, fixed at commit "
+        f"{protocol_commit('reflexion_feedback.py')} before the run; run "
         f"{started:%Y-%m-%d %H:%M} UTC, {cpu_name()}, {len(os.sched_getaffinity(0))} CPU(s), load "
         f"average {load:.1f} at the start and {os.getloadavg()[0]:.1f} at the end; sharpen "
         f"{version('sharpen')}, llama-cpp-python {version('llama-cpp-python')}.",
@@ -138,17 +116,7 @@ async def main(args: argparse.Namespace) -> str:
     for key, name, wins, tok, wall in rows:
         lines.append(f"| {key}: {name} | {wins}/{len(tasks)} = {wins / len(tasks):.1%} | {tok:,.0f} "
                      f"| {wall:.0f} |")
-    lines += ["", "| comparison | role | difference, pts [95% CI] | tasks only the first / second "
-              "solved | test | p |", "|---|---|---|---|---|---|"]
-    for a, b, role, cmp in results:
-        lo, hi = cmp.ci.low, cmp.ci.high
-        first, second = cmp.discordant or ("—", "—")
-        lines.append(f"| {b} vs {a} | {role} | {100 * cmp.difference:+.1f} [{100 * lo:+.1f}, "
-                     f"{100 * hi:+.1f}] | {first} / {second} | {cmp.method} | {cmp.p_value:.3g} |")
-    primary = results[0][3]
-    confirmed = primary.p_value < 0.05 and primary.ci.low > 0
-    lines += ["", "Primary hypothesis (B better than A): "
-              f"**{'confirmed' if confirmed else 'not confirmed'}** — {primary.verdict}."]
+    lines += ["", *comparison_table(results, "B better than A")]
     return "\n".join(lines) + "\n"
 
 

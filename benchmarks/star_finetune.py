@@ -25,7 +25,7 @@ Protocol (fixed in this docstring and committed before the run; run once):
 
 Usage::
 
-    python benchmarks/star_finetune.py                      # about 25 minutes on two cores
+    python benchmarks/star_finetune.py                      # about 30 minutes on two cores
 
 Needs the ``train`` extra. Results go to ``benchmarks/results/star_finetune.md``.
 """
@@ -36,7 +36,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -44,11 +43,11 @@ from pathlib import Path
 
 import numpy as np
 from machine_info import cores, cpu_name, version
+from preregistered import comparison_table, fresh_tasks, protocol_commit
 
 from sharpen.cli.demo_cmd import DEMO_ENV, DEMO_SPEC
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import REGISTRY, PluginRef
-from sharpen.envs.base import Environment
 from sharpen.run import RunConfig, Runner
 from sharpen.stats.paired import compare_pair
 from sharpen.stats.report import load_table
@@ -62,26 +61,6 @@ EPOCHS, TEMPERATURE = 4, 0.8
 TRAINING = {"num_train_epochs": 2, "learning_rate": 3e-5, "lr_scheduler_type": "linear",
             "per_device_train_batch_size": 4, "seed": 0}
 COMPARISONS = (("U", "T", "primary"), ("Q", "T", "secondary"), ("Q", "U", "secondary"))
-
-
-def fresh(env: Environment, split: str, count: int, seed: int) -> list:
-    """The first ``count`` tasks of ``split`` for ``seed``; exits if any was used before."""
-    used = {t.hash() for s in USED_SEEDS for sp in ("train", "val", "test")
-            for t in env.list_tasks(split=sp, limit=200, seed=s)}
-    tasks = env.list_tasks(split=split, limit=count, seed=seed)
-    if any(t.hash() in used for t in tasks):
-        raise SystemExit(f"some {split} tasks of seed {seed} were used by earlier experiments")
-    return tasks
-
-
-def commit() -> str:
-    """The last commit that changed this script, and whether it changed since."""
-    here = ["--", "benchmarks/star_finetune.py"]
-    last = subprocess.run(["git", "log", "-1", "--format=%h %cd", "--date=format:%H:%M UTC", *here],
-                          capture_output=True, text=True, cwd=HERE.parent, env={**os.environ, "TZ": "UTC"})
-    dirty = subprocess.run(["git", "status", "--porcelain", *here], capture_output=True, text=True,
-                           cwd=HERE.parent).stdout.strip()
-    return last.stdout.strip() + (" (script modified since)" if dirty else "")
 
 
 def fine_tune(checkpoint: Path, lines: list[dict], out: Path) -> list[float]:
@@ -112,8 +91,8 @@ async def run(store: Store, spec: AgentSpec, tasks: list, epochs: int = 1) -> st
 async def main(args: argparse.Namespace) -> str:
     started, load = datetime.now(UTC), os.getloadavg()[0]
     env = REGISTRY.create("env", DEMO_ENV)
-    train = fresh(env, "train", args.train, args.task_seed)
-    test = fresh(env, "test", args.test, args.task_seed)
+    train = fresh_tasks(env, "train", args.train, args.task_seed, USED_SEEDS)
+    test = fresh_tasks(env, "test", args.test, args.task_seed, USED_SEEDS)
     steps: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -154,7 +133,8 @@ async def main(args: argparse.Namespace) -> str:
     page = [
         "# Fine-tuning the embedded model on its own successes: a pre-registered check", "",
         f"`python benchmarks/star_finetune.py --train {args.train} --test {args.test} --task-seed "
-        f"{args.task_seed}` — protocol in the script's docstring, fixed at commit {commit()}; run "
+        f"{args.task_seed}` — protocol in the script's docstring, fixed at commit "
+        f"{protocol_commit('star_finetune.py')}; run "
         f"{started:%Y-%m-%d %H:%M} UTC, {cpu_name()}, {cores()} CPU(s), load average {load:.1f} at "
         f"the start and {os.getloadavg()[0]:.1f} at the end; sharpen {version('sharpen')}, trl "
         f"{version('trl')}, transformers {version('transformers')}, torch {version('torch')}, "
@@ -165,17 +145,8 @@ async def main(args: argparse.Namespace) -> str:
         f"{losses[-1]:.3f}. Wall: " + ", ".join(f"{k} {v:.0f} s" for k, v in steps.items()) + ".", "",
         f"| model | success on {args.test} test tasks |", "|---|---|",
         *(f"| {k}: {names[k]} | {w}/{args.test} = {w / args.test:.1%} |" for k, w in rows), "",
-        "| comparison | role | difference, pts [95% CI] | tasks only the first / second solved | test | p |",
-        "|---|---|---|---|---|---|",
+        *comparison_table(results, "T better than U"),
     ]
-    for a, b, role, cmp in results:
-        first, second = cmp.discordant or ("—", "—")
-        page.append(f"| {b} vs {a} | {role} | {100 * cmp.difference:+.1f} [{100 * cmp.ci.low:+.1f}, "
-                    f"{100 * cmp.ci.high:+.1f}] | {first} / {second} | {cmp.method} | {cmp.p_value:.3g} |")
-    primary = results[0][3]
-    confirmed = primary.p_value < 0.05 and primary.ci.low > 0
-    page += ["", f"Primary hypothesis (T better than U): **{'confirmed' if confirmed else 'not confirmed'}** "
-             f"— {primary.verdict}."]
     return "\n".join(page) + "\n"
 
 

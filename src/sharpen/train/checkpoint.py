@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from sharpen.core.errors import UserError
 from sharpen.models.local import gguf_path
 
@@ -40,11 +42,10 @@ def _source(gguf: str | Path | None) -> Path:
     return source
 
 
-def _permute(weights, n_head: int, n_head_kv: int):
-    """llama.cpp's interleaving of the rotary halves of a query or key projection."""
-    if n_head != n_head_kv:
-        n_head = n_head_kv
-    return (weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+def _permute(weights: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp's interleaving of the rotary halves of a query or key projection with
+    ``heads`` heads (the inverse of what ``transformers`` does reading a GGUF)."""
+    return (weights.reshape(heads, 2, weights.shape[0] // heads // 2, *weights.shape[1:])
             .swapaxes(1, 2).reshape(weights.shape))
 
 
@@ -96,7 +97,6 @@ def write_gguf(checkpoint: str | Path, out: str | Path, template: str | Path | N
                         "pass the folder a trainer saved (config.json, model.safetensors)")
     try:
         import gguf as gg
-        import numpy as np
         import torch
         from transformers import AutoModelForCausalLM
     except ImportError:
@@ -130,9 +130,9 @@ def write_gguf(checkpoint: str | Path, out: str | Path, template: str | Path | N
     for info in reader.tensors:
         data = weights[info.name]
         if ".attn_q." in info.name:
-            data = _permute(data, n_head, n_head)
+            data = _permute(data, n_head)
         elif ".attn_k." in info.name:
-            data = _permute(data, n_head, n_head_kv)
+            data = _permute(data, n_head_kv)
         writer.add_tensor(info.name, np.ascontiguousarray(
             data.astype(np.float16 if dtype == "f16" and data.ndim > 1 else np.float32)))
     writer.write_header_to_file()
