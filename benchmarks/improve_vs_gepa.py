@@ -24,8 +24,10 @@ What runs
 * **Held out**: after both are done, the seed and each winner (best on validation) are
   scored on the test split with the same seeds, outside the budget, and each winner is
   compared with the seed by :func:`sharpen.stats.paired.compare_pair` (paired 95% interval).
-* **Rollouts to best**: rollouts spent when the winner's validation score was first reached
-  (the seed's own validation pass when nothing beat it).
+* **Rollouts to best**: rollouts spent when the winner was accepted (the seed's own
+  validation pass when nothing beat it). GEPA keeps the first of candidates with equal
+  validation scores, so for it this is when its best score was first reached; sharpen keeps
+  the later one, so for it this is the winner's own acceptance.
 
 Target (issue 5): sharpen's held-out gain ≥ GEPA's, with at most half the rollouts to best.
 
@@ -241,7 +243,7 @@ async def run_evolve(args, tasks, store: Store, models: SharedModels, folder: Pa
     a = s.account
     return {
         "name": "sharpen evolve", "winner": best.spec, "val": best.val_score, "rollouts": s.spend.rollouts,
-        "to_best": next((p.rollouts for p in s.curve if p.best_val >= best.val_score), 0),
+        "to_best": s.rollouts_to(best),
         "candidates": len(s.archive.candidates), "proposals": a.proposals + a.invalid,
         "invalid": f"{a.invalid} rejected before any rollout", "tokens": s.spend.tokens,
     }

@@ -16,12 +16,14 @@ import pytest
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import PluginRef, Registry
 from sharpen.improve.budget import Budget, preflight
+from sharpen.improve.candidate import Archive, Candidate
 from sharpen.improve.engine import Engine, EngineConfig
 from sharpen.improve.evaluate import Evaluator
 from sharpen.improve.experiment import Experiment, ExperimentConfig, split_tasks
 from sharpen.improve.models import SharedModels
 from sharpen.improve.proposal import InvalidProposal, Proposal, ProposalContext
 from sharpen.improve.report import selection_note
+from sharpen.improve.state import CurvePoint, EngineState
 from sharpen.store import Store
 
 ENV = PluginRef(name="code", args={"source": "generated", "max_submissions": 1})
@@ -125,6 +127,21 @@ async def test_experiment_scores_test_outside_the_budget_and_reports_the_gain(tm
     assert selection_note(r.model_copy(update={"val_discordant": (0, 6)})) is None  # p = 0.031
     assert selection_note(r.model_copy(update={"lineage": r.lineage[:1]})) is None  # the seed won
     assert selection_note(r.model_copy(update={"val_discordant": None})) is None  # an older result
+
+
+def test_rollouts_to_best_count_to_the_winners_own_acceptance():
+    """A child that ties the seed on validation wins (ties go to the later candidate), but it
+    was not reached when the seed's score was: it counts from its own acceptance."""
+    val = {"t1": 1.0, "t2": 0.0}
+    seed = Candidate(spec=NULL, hash="seed", proposer="seed", val=val)
+    child = Candidate(spec=NULL.model_copy(update={"agent": PluginRef(name="reference")}), hash="child",
+                      proposer="p", iteration=3, val=val)
+    curve = [CurvePoint(rollouts=8, tokens=0, best_val=0.5, iteration=0),
+             CurvePoint(rollouts=151, tokens=900, best_val=0.5, iteration=3),
+             CurvePoint(rollouts=160, tokens=990, best_val=0.5, iteration=3)]  # the run's last point
+    state = EngineState(archive=Archive(candidates=[seed, child]), curve=curve)
+    assert state.archive.best() is child
+    assert (state.rollouts_to(child), state.rollouts_to(seed)) == (151, 8)
 
 
 def test_preflight_says_what_the_budget_buys():

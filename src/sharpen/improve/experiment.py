@@ -254,7 +254,6 @@ class Experiment:
         table = self._table(ev)
         cmp = compare_pair(base_table, table, np.random.default_rng(engine.config.seed),
                            label_a="seed", label_b=ref.name)
-        to_best = next((p.rollouts for p in s.curve if p.best_val >= winner.val_score), 0)
         lineage = [LineageEntry(hash=x.hash, proposer=x.proposer, change=x.change,
                                 val_score=x.val_score, iteration=x.iteration)
                    for x in s.archive.lineage(winner.hash)]
@@ -264,7 +263,7 @@ class Experiment:
             val_score=winner.val_score, test_score=ev.successes / len(test),
             test_run=ev.records[0].run_id, tokens_per_task=_tokens_per_task(ev),
             rollouts_per_task=_rollouts_per_task(ev), comparison=cmp,
-            rollouts_to_best=to_best, curve=s.curve,
+            rollouts_to_best=s.rollouts_to(winner), curve=s.curve,
             val_discordant=_discordant(s.archive.candidates[0], winner),
         )
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from sharpen.core.errors import UserError
 from sharpen.improve.budget import Spend
-from sharpen.improve.candidate import Archive
+from sharpen.improve.candidate import Archive, Candidate
 from sharpen.improve.evaluate import EvalRecord
 from sharpen.improve.proposal import Rejection
 
@@ -81,6 +81,12 @@ class EngineState(BaseModel):
     """What the proposer learned (its ``state()``)."""
     stop_reason: str | None = None
     """Why the run stopped; ``None`` while it can go on."""
+
+    def rollouts_to(self, candidate: Candidate) -> int:
+        """Rollouts spent when ``candidate`` entered the archive: the curve point its iteration
+        took (the seed's is the first). A winner that only ties an earlier candidate on
+        validation still counts from its own acceptance."""
+        return next((p.rollouts for p in self.curve if p.iteration == candidate.iteration), 0)
 
     def rng(self, seed: int) -> random.Random:
         """The RNG at the checkpoint (a fresh one seeded with ``seed`` at the start)."""
