@@ -8,9 +8,9 @@ with ``result`` on this model) and not offered here. The sizes are what showing 
 needs (``benchmarks/demo_power.py``): the child passes its gate only if a retry fixes one of
 the seed's failures among the training tasks, all of which are the gate's minibatch (30 tasks:
 probability 0.91 at the pooled fix rate), and the exact test needs six fixes on the held-out
-split (120 tasks: 0.91). Both together: 0.79–0.83, in about fifteen minutes on two cores; the
-sizes are flags, so a quick look (``--train 12 --test 50``) or a bigger model or machine
-(tighter intervals) is one option away.
+split (120 tasks: 0.91). Both together: 0.79–0.83. It takes about thirteen minutes on two
+cores (791 s measured, 2026-12-01); the sizes are flags, so a quick look (``--train 12
+--test 50``) or a bigger model or machine (tighter intervals) is one option away.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def demo(
     )
     console.print("[bold]sharpen demo[/]: the embedded SmolLM2-135M writes Python functions for "
                   "generated tasks with hidden unit tests. Baseline: one submission. Improvement: "
-                  f"Reflexion (up to four attempts; a retry sees the failed tests), "
+                  "Reflexion (up to four attempts; a retry sees the failed tests), "
                   f"chosen on {train} train / {val} val tasks within {budget_rollouts} "
                   f"rollouts, then both are scored on {test} held-out test tasks with the same seeds.")
     result = run_experiment(config, store_url=store, folder=None, resume=resume, fresh=fresh,
