@@ -1,4 +1,5 @@
-"""Fine-tuning exports (``sharpen.train.export``, ``sharpen export --format sft|preference|groups``)
+"""Fine-tuning exports (``sharpen.train.export``, ``sharpen export --format
+sft|completion|preference|groups``)
 from a real SQLite store: what is kept, what is paired, and what the lines hold."""
 
 from __future__ import annotations
@@ -130,6 +131,23 @@ def test_sft_keeps_what_the_filter_says_and_the_stored_conversation(stored) -> N
     assert count.kept == 8
     with_errors, _ = _lines(store, "sft", Where(include_errors=True))
     assert len(with_errors) == 9  # the infra error is in; an attempt without outcome never is
+
+
+def test_completion_gives_each_reply_with_the_conversation_before_it(stored) -> None:
+    store, trajs = stored
+    lines, count = _lines(store, "completion", Where(success=True))
+    # Four successes; task 0's first attempt replied twice (a reply, an observation, a reply).
+    assert (count.kept, count.written, count.unit) == (4, 5, "examples")
+    first = trajs[0, 0]
+    mine = [line for line in lines if line["meta"]["trajectory_id"] == first.id]
+    turns = _turns(first)
+    assert [line["meta"]["reply"] for line in mine] == [0, 1]
+    assert mine[0]["prompt"] == turns[:2] and mine[0]["completion"] == [turns[2]]
+    assert mine[1]["prompt"] == turns[:4] and mine[1]["completion"] == [turns[4]]  # no verdict after it
+    assert all(line["completion"][0]["role"] == "assistant" and "tools" not in line for line in lines)
+    tool_lines, _ = _lines(store, "completion", Where(success=False, min_reward=0.25))
+    native = [line for line in tool_lines if line["meta"]["task"] == trajs[1, 0].task.hash()]
+    assert len(native) == 2 and all(line["completion"][0]["tool_calls"] and line["tools"] for line in native)
 
 
 def test_jsonl_still_dumps_every_trajectory_by_default(stored) -> None:
@@ -288,8 +306,8 @@ def test_exports_fine_tune_the_embedded_model_with_trl(stored, tmp_path: Path) -
         llama.close()
 
     store, _ = stored
-    sft_file, pref_file = tmp_path / "sft.jsonl", tmp_path / "pref.jsonl"
-    for fmt, path in (("sft", sft_file), ("preference", pref_file)):
+    sft_file, pref_file, reply_file = (tmp_path / f"{name}.jsonl" for name in ("sft", "pref", "reply"))
+    for fmt, path in (("sft", sft_file), ("preference", pref_file), ("completion", reply_file)):
         lines, _ = export(store, [RUN], fmt)
         path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
@@ -313,6 +331,15 @@ def test_exports_fine_tune_the_embedded_model_with_trl(stored, tmp_path: Path) -
     assert len(losses) == 2 and all(np.isfinite(losses))
     trained = next_token_scores(model)
     assert np.abs(trained - untrained).max() > 1e-2  # the weights moved
+
+    # `completion` lines: TRL scores the reply and nothing of the prompt.
+    on_replies = SFTTrainer(model=model, args=SFTConfig(output_dir=str(tmp_path / "reply"), **common),
+                            train_dataset=load_dataset("json", data_files=str(reply_file), split="train"),
+                            processing_class=tokenizer)
+    assert on_replies.completion_only_loss
+    row, first = on_replies.train_dataset[0], json.loads(reply_file.read_text().splitlines()[0])
+    scored = tokenizer.decode([t for t in row["labels"] if t != -100])  # what the loss is taken on
+    assert scored == first["completion"][0]["content"] + "<|im_end|>\n"  # the reply and its end, no more
 
     # Back to GGUF: the embedded runner computes what the trained checkpoint computes.
     sft.save_model(str(tmp_path / "trained"))

@@ -87,8 +87,9 @@ def show(
 def export(
     runs: Annotated[list[str], typer.Argument(help="Run ids, unique prefixes, or 'latest'.")],
     format: Annotated[str, typer.Option(
-        "--format", "-f", help="jsonl (everything stored), sft (messages), preference (prompt, "
-        "chosen, rejected) or groups (completions of one prompt with rewards and advantages).")]
+        "--format", "-f", help="jsonl (everything stored), sft (messages), completion (prompt and one reply: "
+        "the loss on replies only), preference (prompt, chosen, rejected) or groups (completions "
+        "of one prompt with rewards and advantages).")]
         = "jsonl",
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="File to write (default: stdout).")] = None,

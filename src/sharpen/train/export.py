@@ -9,6 +9,10 @@ Every format is one JSON object per line, in the conversational shapes TRL's tra
 - ``sft`` — ``{"messages": [...]}`` for ``SFTTrainer``; ``"tools"`` (JSON Schema) is added
   when the conversation used native tool calls (a text-protocol run describes its tools in
   the system prompt, and a second copy would teach the model a prompt it never saw);
+- ``completion`` — ``{"prompt": [...], "completion": [reply]}``, one line per agent reply
+  (the conversation before it is the prompt), ``"tools"`` as for ``sft``: TRL's
+  ``SFTTrainer`` then puts the loss on the replies only, which ``messages`` cannot do for a
+  chat template without generation markers (SmolLM2's has none);
 - ``preference`` — ``{"prompt": [...], "chosen": [...], "rejected": [...]}`` for
   ``DPOTrainer`` / ``RewardTrainer``: two trajectories with the *same prompt* (the messages
   before the first assistant reply) where ``chosen`` scored strictly better;
@@ -50,7 +54,7 @@ from sharpen.core.trajectory import Trajectory
 from sharpen.envs.generation import check_split
 from sharpen.store import Store
 
-Format = Literal["jsonl", "sft", "preference", "groups"]
+Format = Literal["jsonl", "sft", "completion", "preference", "groups"]
 FORMATS: tuple[str, ...] = get_args(Format)
 SOURCES: tuple[str, ...] = get_args(FeedbackSource)
 
@@ -243,11 +247,12 @@ def export(
     if where.include_errors is None:
         where = where.model_copy(update={"include_errors": fmt == "jsonl"})
     ids = list(dict.fromkeys(store.resolve_run(r) for r in runs))  # a run named twice is read once
-    count = ExportCount(unit={"jsonl": "trajectories", "sft": "examples", "preference": "pairs",
-                              "groups": "groups"}[fmt], runs=ids, where=where.describe())
+    count = ExportCount(unit={"jsonl": "trajectories", "sft": "examples", "completion": "examples",
+                              "preference": "pairs", "groups": "groups"}[fmt],
+                        runs=ids, where=where.describe())
     kept = _kept(store, ids, where, count, finished_only=fmt != "jsonl")
-    lines = {"jsonl": _jsonl, "sft": _sft, "preference": lambda k: _pairs(k, pairs_per_prompt),
-             "groups": _groups}[fmt](kept)
+    lines = {"jsonl": _jsonl, "sft": _sft, "completion": _completions,
+             "preference": lambda k: _pairs(k, pairs_per_prompt), "groups": _groups}[fmt](kept)
 
     def counted() -> Iterator[dict[str, Any]]:
         for line in lines:
@@ -289,6 +294,18 @@ def _sft(kept: Iterable[_Kept]) -> Iterator[dict[str, Any]]:
             line["tools"] = k.tools
         line["meta"] = k.meta()
         yield line
+
+
+def _completions(kept: Iterable[_Kept]) -> Iterator[dict[str, Any]]:
+    for k in kept:
+        turns = k.turns()
+        replies = [i for i, m in enumerate(turns) if m["role"] == "assistant"]
+        for n, i in enumerate(replies):
+            line: dict[str, Any] = {"prompt": turns[:i], "completion": [turns[i]]}
+            if _uses_tool_calls(turns):
+                line["tools"] = k.tools
+            line["meta"] = {**k.meta(), "reply": n}
+            yield line
 
 
 def _by_prompt(kept: Iterable[_Kept]) -> list[list[_Kept]]:
