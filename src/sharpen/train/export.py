@@ -247,12 +247,12 @@ def export(
     if where.include_errors is None:
         where = where.model_copy(update={"include_errors": fmt == "jsonl"})
     ids = list(dict.fromkeys(store.resolve_run(r) for r in runs))  # a run named twice is read once
-    count = ExportCount(unit={"jsonl": "trajectories", "sft": "examples", "completion": "examples",
-                              "preference": "pairs", "groups": "groups"}[fmt],
-                        runs=ids, where=where.describe())
-    kept = _kept(store, ids, where, count, finished_only=fmt != "jsonl")
-    lines = {"jsonl": _jsonl, "sft": _sft, "completion": _completions,
-             "preference": lambda k: _pairs(k, pairs_per_prompt), "groups": _groups}[fmt](kept)
+    unit, write = {"jsonl": ("trajectories", _jsonl), "sft": ("examples", _sft),
+                   "completion": ("examples", _completions),
+                   "preference": ("pairs", lambda k: _pairs(k, pairs_per_prompt)),
+                   "groups": ("groups", _groups)}[fmt]
+    count = ExportCount(unit=unit, runs=ids, where=where.describe())
+    lines = write(_kept(store, ids, where, count, finished_only=fmt != "jsonl"))
 
     def counted() -> Iterator[dict[str, Any]]:
         for line in lines:
