@@ -149,7 +149,7 @@ def agent_spec(cassette: Path) -> Any:
 
 def run_config(cassette: Path, epochs: int, concurrency: int, task_list: list[Any]) -> Any:
     from sharpen.core.registry import PluginRef
-    from sharpen.run import RunConfig
+    from sharpen.runner import RunConfig
 
     return RunConfig(env=PluginRef(name="code", args=ENV_ARGS), agent=agent_spec(cassette),
                      tasks=task_list, epochs=epochs, concurrency=concurrency, seed=RUN_SEED)
@@ -298,7 +298,7 @@ def install_canned_tests(reports_path: str) -> None:
 
 
 def sharpen_once(cassette: str, concurrency: int, epochs: int, n_tasks: int, tmp: Path) -> dict:
-    from sharpen.run import Runner
+    from sharpen.runner import Runner
     from sharpen.store import Store
 
     config = run_config(Path(cassette), epochs, concurrency, tasks(n_tasks))

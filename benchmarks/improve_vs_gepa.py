@@ -9,12 +9,12 @@ What runs
   reflection LM of both optimizers, with the same sampling params.
 * **Seed spec**: temperature 0, 200 tokens a reply, two steps; its one component,
   ``instructions``, is what both optimizers evolve.
-* **sharpen**: the :class:`~sharpen.improve.engine.Engine` with the ``evolve`` proposer
+* **sharpen**: the :class:`~sharpen.improvement.engine.Engine` with the ``evolve`` proposer
   (reflective mutation + merge), gate on the minibatch, validation, Pareto parents.
 * **GEPA** (PyPI ``gepa``, ``gepa.optimize``) with its default reflection prompt, Pareto
   candidate selection, round-robin components and merge, through :class:`SharpenAdapter`:
   a ``GEPAAdapter`` whose ``evaluate`` runs a candidate through sharpen's
-  :class:`~sharpen.improve.evaluate.Evaluator` — the same Runner, seeds (one per task) and
+  :class:`~sharpen.improvement.evaluate.Evaluator` — the same Runner, seeds (one per task) and
   scoring as sharpen's side — and whose ``make_reflective_dataset`` gives GEPA the same
   trimmed traces (task, replies, environment feedback) within the same token budget.
 * **Budget**: rollouts on train + val, the same number for both, with the same stopping
@@ -59,14 +59,14 @@ from sharpen.core.messages import Message, Usage
 from sharpen.core.registry import PluginRef
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Trajectory
-from sharpen.improve.budget import Budget
-from sharpen.improve.engine import Engine, EngineConfig
-from sharpen.improve.evaluate import Evaluation, Evaluator
-from sharpen.improve.experiment import ExperimentConfig, split_tasks
-from sharpen.improve.models import SharedModels
-from sharpen.improve.proposal import CHARS_PER_TOKEN
-from sharpen.improve.proposers.evolve import EvolveProposer
-from sharpen.improve.proposers.rewrite import clip
+from sharpen.improvement.budget import Budget
+from sharpen.improvement.engine import Engine, EngineConfig
+from sharpen.improvement.evaluate import Evaluation, Evaluator
+from sharpen.improvement.experiment import ExperimentConfig, split_tasks
+from sharpen.improvement.models import SharedModels
+from sharpen.improvement.proposal import CHARS_PER_TOKEN
+from sharpen.improvement.proposers.evolve import EvolveProposer
+from sharpen.improvement.proposers.rewrite import clip
 from sharpen.models.base import ChatModel
 from sharpen.stats.paired import PairedComparison, compare_pair
 from sharpen.stats.taskdata import TaskTable

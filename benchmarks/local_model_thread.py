@@ -4,7 +4,7 @@ What is measured
 ----------------
 ``sharpen demo``'s seed agent (SmolLM2-135M, greedy, 200 tokens per reply; ``DEMO_SPEC``) runs
 the first ``--tasks`` test tasks of the demo's environment through sharpen's real
-:class:`~sharpen.run.Runner` into a SQLite store, once per arm, ``--reps`` times in turn, each
+:class:`~sharpen.runner.Runner` into a SQLite store, once per arm, ``--reps`` times in turn, each
 run in a fresh process (an arm leaves llama.cpp threads behind that would slow the next):
 
 * ``own thread`` — what :class:`~sharpen.models.local.LocalModel` does: every llama.cpp call
@@ -45,7 +45,7 @@ from machine_info import cores, cpu_name, version
 from sharpen.cli.demo_cmd import DEMO_ENV, DEMO_SPEC
 from sharpen.core.registry import REGISTRY
 from sharpen.models import local
-from sharpen.run import RunConfig, Runner
+from sharpen.runner import RunConfig, Runner
 from sharpen.store import Store
 
 HERE = Path(__file__).resolve().parent

@@ -48,7 +48,7 @@ from preregistered import comparison_table, fresh_tasks, protocol_commit
 from sharpen.cli.demo_cmd import DEMO_ENV, DEMO_SPEC
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import REGISTRY, PluginRef
-from sharpen.run import RunConfig, Runner
+from sharpen.runner import RunConfig, Runner
 from sharpen.stats.paired import compare_pair
 from sharpen.stats.report import load_table
 from sharpen.store import Store

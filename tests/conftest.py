@@ -13,7 +13,7 @@ from pg_server import postgres, url  # noqa: F401  (fixtures: a PostgreSQL serve
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import PluginRef
-from sharpen.run import RunConfig, Runner
+from sharpen.runner import RunConfig, Runner
 from sharpen.store import Store
 
 SHARPEN = [sys.executable, "-m", "sharpen.cli.main"]

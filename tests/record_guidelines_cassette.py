@@ -17,12 +17,12 @@ from typing import Any
 
 from sharpen.core.agent_spec import AgentSpec, Limits
 from sharpen.core.registry import PluginRef
-from sharpen.improve.budget import Budget
-from sharpen.improve.engine import Engine, EngineConfig
-from sharpen.improve.evaluate import Evaluator
-from sharpen.improve.experiment import ExperimentConfig, split_tasks
-from sharpen.improve.models import SharedModels
-from sharpen.improve.proposers.guidelines import GuidelinesProposer
+from sharpen.improvement.budget import Budget
+from sharpen.improvement.engine import Engine, EngineConfig
+from sharpen.improvement.evaluate import Evaluator
+from sharpen.improvement.experiment import ExperimentConfig, split_tasks
+from sharpen.improvement.models import SharedModels
+from sharpen.improvement.proposers.guidelines import GuidelinesProposer
 from sharpen.store import Store
 
 CASSETTE = Path(__file__).resolve().parent / "cassettes" / "guidelines_code.jsonl"

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from sharpen.core.agent_spec import AgentSpec, Limits
 from sharpen.core.registry import PluginRef
-from sharpen.improve.budget import Budget
-from sharpen.improve.engine import EngineConfig
-from sharpen.improve.evaluate import Evaluator
-from sharpen.improve.experiment import Experiment, ExperimentConfig, split_tasks
-from sharpen.improve.models import SharedModels
-from sharpen.improve.proposers.reflexion import ReflexionProposer
+from sharpen.improvement.budget import Budget
+from sharpen.improvement.engine import EngineConfig
+from sharpen.improvement.evaluate import Evaluator
+from sharpen.improvement.experiment import Experiment, ExperimentConfig, split_tasks
+from sharpen.improvement.models import SharedModels
+from sharpen.improvement.proposers.reflexion import ReflexionProposer
 from sharpen.store import Store
 
 CASSETTE = Path(__file__).resolve().parent / "cassettes" / "improve_reflexion.jsonl"

@@ -25,13 +25,13 @@ from sharpen.core.messages import Message, ToolSpec, Usage
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Trajectory
-from sharpen.improve.budget import Budget
-from sharpen.improve.candidate import Archive, Candidate
-from sharpen.improve.engine import EngineConfig
-from sharpen.improve.evaluate import Evaluator
-from sharpen.improve.experiment import Experiment, ExperimentConfig, ExperimentResult
-from sharpen.improve.models import SharedModels
-from sharpen.improve.proposal import InvalidProposal, Proposal, ProposalContext, ProposerLLM, Rejection
+from sharpen.improvement.budget import Budget
+from sharpen.improvement.candidate import Archive, Candidate
+from sharpen.improvement.engine import EngineConfig
+from sharpen.improvement.evaluate import Evaluator
+from sharpen.improvement.experiment import Experiment, ExperimentConfig, ExperimentResult
+from sharpen.improvement.models import SharedModels
+from sharpen.improvement.proposal import InvalidProposal, Proposal, ProposalContext, ProposerLLM, Rejection
 from sharpen.models.base import ChatModel, Completion
 from sharpen.store.store import Store
 

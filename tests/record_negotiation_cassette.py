@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sharpen.core import AgentSpec, PluginRef
 from sharpen.envs.negotiation import NegotiationEnv
-from sharpen.run import RunConfig, Runner
+from sharpen.runner import RunConfig, Runner
 from sharpen.store import Store
 
 CASSETTE = Path(__file__).resolve().parent.parent / "benchmarks" / "cassettes" / "negotiation_local.jsonl"

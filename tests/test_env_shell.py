@@ -19,7 +19,7 @@ from sharpen.envs.base import Environment, Generator
 from sharpen.envs.generation import SPLITS
 from sharpen.envs.shell import ShellEnv, ShellTaskGenerator, ShellVerifier, build, materialize
 from sharpen.envs.shell.tasks import FAMILIES, PRESETS, resolve_knobs
-from sharpen.run import RunConfig, Runner
+from sharpen.runner import RunConfig, Runner
 from sharpen.store import Store
 
 DIFFICULTIES = tuple(PRESETS)

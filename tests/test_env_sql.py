@@ -25,7 +25,7 @@ from sharpen.envs.sql import (
 )
 from sharpen.envs.sql.database import QueryResult
 from sharpen.envs.sql.generator import FAMILIES, build, resolve_knobs
-from sharpen.run import RunConfig, Runner
+from sharpen.runner import RunConfig, Runner
 from sharpen.store import Store
 
 DIFFICULTIES = ("easy", "medium", "hard")

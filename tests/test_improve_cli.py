@@ -10,7 +10,7 @@ import yaml
 from conftest import sharpen
 from record_improve_cassette import config
 
-from sharpen.improve.folder import experiments_base
+from sharpen.improvement.folder import experiments_base
 
 FLAGS = ["-E", "source=generated", "-E", "max_submissions=1", "--proposer", "reflexion",
          "--proposer-arg", "max_trials=4", "--train", "10", "--val", "3", "--test", "6",

@@ -15,15 +15,15 @@ import pytest
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import PluginRef, Registry
-from sharpen.improve.budget import Budget, preflight
-from sharpen.improve.candidate import Archive, Candidate
-from sharpen.improve.engine import Engine, EngineConfig
-from sharpen.improve.evaluate import Evaluator
-from sharpen.improve.experiment import Experiment, ExperimentConfig, split_tasks
-from sharpen.improve.models import SharedModels
-from sharpen.improve.proposal import InvalidProposal, Proposal, ProposalContext
-from sharpen.improve.report import selection_note
-from sharpen.improve.state import CurvePoint, EngineState
+from sharpen.improvement.budget import Budget, preflight
+from sharpen.improvement.candidate import Archive, Candidate
+from sharpen.improvement.engine import Engine, EngineConfig
+from sharpen.improvement.evaluate import Evaluator
+from sharpen.improvement.experiment import Experiment, ExperimentConfig, split_tasks
+from sharpen.improvement.models import SharedModels
+from sharpen.improvement.proposal import BaseProposer, InvalidProposal, Proposal, ProposalContext
+from sharpen.improvement.report import selection_note
+from sharpen.improvement.state import CurvePoint, EngineState
 from sharpen.store import Store
 
 ENV = PluginRef(name="code", args={"source": "generated", "max_submissions": 1})
@@ -31,7 +31,7 @@ NULL = AgentSpec(name="null", agent=PluginRef(name="null"), model=PluginRef(name
                  components={})
 
 
-class Upgrade:
+class Upgrade(BaseProposer):
     """Proposes the reference agent; records every context it is shown."""
 
     def __init__(self, fail_first: int = 0, interrupt_at: int | None = None) -> None:

@@ -22,8 +22,8 @@ from sharpen.core.outcome import Outcome
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Step, Trajectory
-from sharpen.improve.candidate import Archive, Candidate
-from sharpen.improve.memory import (
+from sharpen.improvement.candidate import Archive, Candidate
+from sharpen.improvement.memory import (
     MAX_RULE_CHARS,
     RULES_HEADER,
     Op,
@@ -33,8 +33,8 @@ from sharpen.improve.memory import (
     parse_rules,
     render_rules,
 )
-from sharpen.improve.proposal import InvalidProposal, Proposal, ProposalContext, ProposerLLM
-from sharpen.improve.proposers.guidelines import SYSTEM, GuidelinesProposer
+from sharpen.improvement.proposal import InvalidProposal, Proposal, ProposalContext, ProposerLLM
+from sharpen.improvement.proposers.guidelines import SYSTEM, GuidelinesProposer
 from sharpen.models.base import Completion
 from sharpen.models.replay import ReplayModel, request_key
 

@@ -42,13 +42,13 @@ from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Step, Trajectory
-from sharpen.improve.candidate import Archive
-from sharpen.improve.engine import MAX_COMPONENT_CHARS
-from sharpen.improve.experiment import split_tasks
-from sharpen.improve.proposal import InvalidProposal, NothingToPropose
-from sharpen.improve.proposers.evolve import EvolveProposer, merge_pairs
-from sharpen.improve.proposers.rewrite import SYSTEM, fenced_text, one_line, tokens
-from sharpen.improve.state import EngineState
+from sharpen.improvement.candidate import Archive
+from sharpen.improvement.engine import MAX_COMPONENT_CHARS
+from sharpen.improvement.experiment import split_tasks
+from sharpen.improvement.proposal import InvalidProposal, NothingToPropose
+from sharpen.improvement.proposers.evolve import EvolveProposer, merge_pairs
+from sharpen.improvement.proposers.rewrite import SYSTEM, fenced_text, one_line, tokens
+from sharpen.improvement.state import EngineState
 from sharpen.store.store import Store
 
 NAMES = ("evolve", "opro", "best_of_n")

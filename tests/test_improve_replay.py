@@ -11,8 +11,8 @@ from conftest import Interrupt
 from record_improve_cassette import MEMORIES, config, reflexion_on_test
 
 from sharpen.core.agent_spec import AgentSpec
-from sharpen.improve.experiment import Experiment
-from sharpen.improve.state import EngineState
+from sharpen.improvement.experiment import Experiment
+from sharpen.improvement.state import EngineState
 from sharpen.store import Store
 
 

@@ -11,8 +11,8 @@ from rich.console import Console
 from sharpen.core import AgentSpec, PluginRef
 from sharpen.core.outcome import Outcome
 from sharpen.envs.code import CodeEnv
-from sharpen.run import RunConfig, Runner, RunSummary
-from sharpen.run.progress import RunProgress
+from sharpen.runner import RunConfig, Runner, RunSummary
+from sharpen.runner.progress import RunProgress
 from sharpen.store import Store
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "cassettes"

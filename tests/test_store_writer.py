@@ -9,7 +9,7 @@ import pytest
 from test_store import make_run, make_trajectory
 
 from sharpen.core.trajectory import Trajectory
-from sharpen.run.writer import StoreWriter
+from sharpen.runner.writer import StoreWriter
 from sharpen.store import Store
 
 

@@ -26,8 +26,8 @@ playwright_sync = pytest.importorskip("playwright.sync_api", reason="pip install
 
 import uvicorn  # noqa: E402
 
-from sharpen.improve.experiment import Experiment  # noqa: E402
-from sharpen.improve.folder import experiment_folder  # noqa: E402
+from sharpen.improvement.experiment import Experiment  # noqa: E402
+from sharpen.improvement.folder import experiment_folder  # noqa: E402
 from sharpen.store.store import Store  # noqa: E402
 from sharpen.viewer import create_app  # noqa: E402
 from sharpen.viewer.demo import fill_fixture_store  # noqa: E402

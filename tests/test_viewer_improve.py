@@ -17,9 +17,9 @@ from conftest import Interrupt
 from fastapi.testclient import TestClient
 from record_improve_cassette import config
 
-from sharpen.improve.experiment import Experiment, ExperimentResult
-from sharpen.improve.folder import experiments_base, list_experiments
-from sharpen.improve.report import selection_note, verdict_line
+from sharpen.improvement.experiment import Experiment, ExperimentResult
+from sharpen.improvement.folder import experiments_base, list_experiments
+from sharpen.improvement.report import selection_note, verdict_line
 from sharpen.store.store import Store
 from sharpen.viewer import create_app
 

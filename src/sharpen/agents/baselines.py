@@ -8,12 +8,12 @@ model for them (``sharpen run ENV --agent-name null`` loads no weights and calls
 - ``null`` — resets the environment and submits an empty answer once: the empty string as
   the ``text_argument`` of the environment's answer tool (for ``code``: ``submit(code="")``),
   or a call with no arguments. It must fail everywhere.
-- ``reference`` — plays the environment's reference actions in order, from the optional hook
-  ``reference_actions(task) -> list[Action] | None`` (multi-step environments), or submits
-  its reference solution once, from ``reference_solution(task) -> str | None``. An
-  environment without the hook cannot be checked this way (:class:`UserError`); a task whose
-  reference is ``None`` raises :class:`NoReferenceError`, which the runner stores as an
-  ``env`` error (excluded from the success rate, never the agent's fault).
+- ``reference`` — plays the environment's reference actions in order
+  (``reference_actions(task) -> list[Action] | None``, multi-step environments), or submits
+  its reference solution once (``reference_solution(task) -> str | None``); both default to
+  ``None`` in :class:`~sharpen.envs.base.BaseEnvironment`. A task for which both are ``None``
+  raises :class:`NoReferenceError`, which the runner stores as an ``env`` error (excluded
+  from the success rate, never the agent's fault).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import json
 from datetime import UTC, datetime
 
 from sharpen.agents.acting import apply_action
+from sharpen.agents.base import BaseAgent
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.messages import Message, ToolSpec
@@ -54,7 +55,7 @@ async def act(env: Environment, trajectory: Trajectory, reply: str, action: Acti
 
 
 @register("agent", "null")
-class NullAgent:
+class NullAgent(BaseAgent):
     """Submits an empty answer once (see the module doc)."""
 
     needs_model = False
@@ -76,7 +77,7 @@ class NullAgent:
 
 
 @register("agent", "reference")
-class ReferenceAgent:
+class ReferenceAgent(BaseAgent):
     """Submits the environment's reference solution once (see the module doc)."""
 
     needs_model = False
@@ -87,20 +88,10 @@ class ReferenceAgent:
     ) -> None:
         """Plays ``env.reference_actions(task)`` in order (multi-step environments), or
         submits ``env.reference_solution(task)`` once; the caller sets the outcome."""
-        plan = getattr(env, "reference_actions", None)
-        hook = getattr(env, "reference_solution", None)
-        if plan is None and hook is None:
-            raise UserError(
-                f"environment {type(env).__name__} declares no reference solutions",
-                "the reference agent needs an environment with a reference_actions(task) or "
-                "reference_solution(task) hook (see docs/evaluation.md, 'Validity checks')",
-            )
         obs, _ = await env.reset(trajectory.task)
         trajectory.messages = [Message(role="user", content=obs)]
-        if plan is not None:
-            actions = plan(trajectory.task)
-            if actions is None:
-                raise NoReferenceError(f"no reference actions for task {trajectory.task.id!r}")
+        actions = env.reference_actions(trajectory.task)
+        if actions is not None:
             for action in actions:
                 await act(env, trajectory, json.dumps(
                     {"tool": action.tool, "arguments": action.arguments}), action)
@@ -108,10 +99,11 @@ class ReferenceAgent:
                     break
             trajectory.ended_at = datetime.now(UTC)
             return
-        assert hook is not None
-        solution = hook(trajectory.task)
+        solution = env.reference_solution(trajectory.task)
         if solution is None:
-            raise NoReferenceError(f"no reference solution for task {trajectory.task.id!r}")
+            raise NoReferenceError(
+                f"{type(env).__name__} gives no reference for task {trajectory.task.id!r} "
+                "(neither reference_actions nor reference_solution)")
         tool = answer_tool(env.tools)
         if tool is None or tool.text_argument is None:
             raise UserError(f"environment {type(env).__name__} has no tool that takes a text answer",

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+from sharpen.agents.base import BaseAgent
 from sharpen.agents.tool_agent import Protocol, ToolAgent
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
@@ -90,7 +91,7 @@ def check_result_chars(value: object) -> None:
 
 
 @register("agent", "reflexion")
-class ReflexionAgent:
+class ReflexionAgent(BaseAgent):
     """Up to ``trials`` attempts with reflections between them (see the module doc).
 
     Args: ``trials`` (attempts, ≥ 1), ``reflection_tokens`` (max tokens of one

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from sharpen.agents.acting import apply_action
+from sharpen.agents.base import BaseAgent
 from sharpen.agents.guidelines import COMPONENT as GUIDELINES
 from sharpen.agents.guidelines import check_top_k, select_guidelines
 from sharpen.agents.text_protocol import ParseError, parse_text_action, protocol_instructions
@@ -44,7 +45,7 @@ def system_prompt(spec: AgentSpec, tools: list[ToolSpec], text_protocol: bool, t
 
 
 @register("agent", "tool")
-class ToolAgent:
+class ToolAgent(BaseAgent):
     """Runs one episode. ``protocol``: ``auto`` (native tools when the model has them),
     ``native`` or ``text``. ``guidelines_top_k``: put only that many rules of the
     ``guidelines`` component, the most relevant to the task, in the prompt (all when unset)."""

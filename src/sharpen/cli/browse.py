@@ -14,7 +14,7 @@ from rich.table import Table
 
 from sharpen.cli.options import StoreOpt, open_store
 from sharpen.core.trajectory import Trajectory
-from sharpen.run.summary import RunSummary
+from sharpen.runner.summary import RunSummary
 from sharpen.train.export import FeedbackCondition, Where
 from sharpen.train.export import export as export_lines
 

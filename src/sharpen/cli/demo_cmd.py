@@ -25,10 +25,10 @@ from sharpen.cli.improve_cmd import run_experiment, view_hint
 from sharpen.cli.options import CurvePlotOpt, StoreOpt
 from sharpen.core.agent_spec import AgentSpec, Limits
 from sharpen.core.registry import PluginRef
-from sharpen.improve.budget import Budget
-from sharpen.improve.engine import EngineConfig
-from sharpen.improve.experiment import ExperimentConfig
-from sharpen.improve.report import plot_curves, render, verdict_line
+from sharpen.improvement.budget import Budget
+from sharpen.improvement.engine import EngineConfig
+from sharpen.improvement.experiment import ExperimentConfig
+from sharpen.improvement.report import plot_curves, render, verdict_line
 
 DEMO_ENV = PluginRef(name="code", args={"source": "generated", "difficulty": "easy", "max_submissions": 1})
 """Generated function-writing tasks, one submission each: the baseline has no second try."""

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sharpen.core.registry import REGISTRY
+from sharpen.envs.base import ENV
 
 
 def envs() -> None:
@@ -14,7 +15,7 @@ def envs() -> None:
     for col in ("env", "description", "tasks per split", "difficulties", "knobs", "tools"):
         table.add_column(col, overflow="fold")
     for name in REGISTRY.names("env"):
-        info = REGISTRY.create("env", name).describe()
+        info = REGISTRY.create(ENV, name).describe()
         counts = ", ".join(f"{k}: {v}" for k, v in info.task_counts.items())
         knobs = "\n".join(
             f"{k.name} ({k.type}, default {k.default!r})" for k in info.knobs

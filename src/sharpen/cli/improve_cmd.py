@@ -26,12 +26,14 @@ from sharpen.cli.options import (
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
-from sharpen.improve.budget import Budget, preflight
-from sharpen.improve.engine import EngineConfig
-from sharpen.improve.experiment import Experiment, ExperimentConfig, ExperimentResult
-from sharpen.improve.folder import experiment_folder
-from sharpen.improve.models import SharedModels
-from sharpen.improve.report import plot_curves, render
+from sharpen.envs.base import ENV
+from sharpen.improvement.budget import Budget, preflight
+from sharpen.improvement.engine import EngineConfig
+from sharpen.improvement.experiment import Experiment, ExperimentConfig, ExperimentResult
+from sharpen.improvement.folder import experiment_folder
+from sharpen.improvement.models import SharedModels
+from sharpen.improvement.proposal import PROPOSER
+from sharpen.improvement.report import plot_curves, render
 
 
 def view_hint(experiment_id: str, store_url: str | None, folder: Path | None) -> str:
@@ -80,9 +82,12 @@ def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: P
 
 
 def improve(
-    env: Annotated[str, typer.Argument(help="Environment id (see `sharpen envs`).")],
+    env: Annotated[str, typer.Argument(
+        help="Environment: a registered name (`sharpen envs`) or module:Name / file.py:Name.")],
     proposer: Annotated[str, typer.Option(
-        "--proposer", "-p", help="Proposer: reflexion, guidelines, evolve, opro, best_of_n.")] = "reflexion",
+        "--proposer", "-p", help="Proposer: reflexion, guidelines, evolve, opro, best_of_n, or any "
+        "registered name or module:Name / file.py:Name (`sharpen plugins proposer` lists them).")
+    ] = "reflexion",
     proposer_arg: Annotated[list[str] | None, typer.Option(
         "--proposer-arg", help="Proposer args, KEY=VALUE (repeatable).")] = None,
     baselines: Annotated[str, typer.Option(
@@ -124,14 +129,14 @@ def improve(
     refs = [PluginRef(name=proposer, args=parse_kv(proposer_arg, "--proposer-arg"))]
     refs += [PluginRef(name=b.strip()) for b in baselines.split(",") if b.strip()]
     for ref in refs:
-        REGISTRY.get("proposer", ref.name)  # unknown names fail here, with suggestions
+        REGISTRY.get(PROPOSER, ref.name)  # unknown names fail here, with suggestions
     config = ExperimentConfig(
         env=PluginRef(name=env, args=parse_kv(env_arg, "--env-arg")), seed_spec=spec,
         proposer=refs[0], baselines=refs[1:], train=train, val=val, test=test, task_seed=task_seed,
         engine=EngineConfig(budget=Budget(rollouts=budget_rollouts, tokens=budget_tokens, usd=budget_usd),
                             minibatch=minibatch, seed=seed),
     )
-    REGISTRY.get("env", env)
+    REGISTRY.get(ENV, env)
     result = run_experiment(config, store_url=store, folder=folder, resume=resume, fresh=fresh,
                             concurrency=concurrency, console=console)
     render(result, console)

@@ -14,6 +14,7 @@ from sharpen.cli import (
     demo_cmd,
     envs_cmd,
     improve_cmd,
+    plugins_cmd,
     report_cmd,
     run_cmd,
     train_cmd,
@@ -29,6 +30,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("envs")(envs_cmd.envs)
+app.command("plugins")(plugins_cmd.plugins)
 app.command("run")(run_cmd.run)
 app.command("runs")(browse.runs)
 app.command("show")(browse.show)

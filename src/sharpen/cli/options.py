@@ -12,6 +12,7 @@ import yaml
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
+from sharpen.models.base import MODEL
 
 StoreOpt = Annotated[
     str | None,
@@ -20,7 +21,8 @@ StoreOpt = Annotated[
 ]
 
 ModelOpt = Annotated[str | None, typer.Option(
-    "--model", "-m", help="Model backend: local (embedded SmolLM2), openai, replay.")]
+    "--model", "-m", help="Model backend: local (embedded SmolLM2), openai, replay, or any "
+    "registered name or module:Name / file.py:Name (`sharpen plugins model` lists them).")]
 BaseUrlOpt = Annotated[str | None, typer.Option(
     help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (implies --model openai).")]
 ModelNameOpt = Annotated[str | None, typer.Option(help="Model name sent to the OpenAI-compatible server.")]
@@ -66,5 +68,5 @@ def model_ref(spec: AgentSpec, model: str | None, base_url: str | None, model_na
     if model_name is not None:
         args["model"] = model_name
     args.update(model_args)
-    REGISTRY.get("model", name)  # unknown names fail here, with suggestions
+    REGISTRY.get(MODEL, name)  # unknown names fail here, with suggestions
     return PluginRef(name=name, args=args)

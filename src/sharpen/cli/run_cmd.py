@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from sharpen.agents.base import needs_model
 from sharpen.cli.options import (
     BaseUrlOpt,
     EnvArgOpt,
@@ -23,7 +24,8 @@ from sharpen.cli.options import (
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
-from sharpen.run import RetryPolicy, RunConfig, Runner
+from sharpen.envs.base import ENV
+from sharpen.runner import RetryPolicy, RunConfig, Runner
 
 if TYPE_CHECKING:
     from sharpen.envs.base import Environment
@@ -33,11 +35,12 @@ if TYPE_CHECKING:
 def _with_agent(spec: AgentSpec, name: str, *, named: bool, model_flags: bool) -> AgentSpec:
     """``spec`` run by agent plug-in ``name``; an agent that needs no model gets the model
     ref ``none`` (unless model flags were given) and no params or components."""
-    cls = REGISTRY.get("agent", name)  # unknown names fail here, with suggestions
-    update: dict = {"agent": PluginRef(name=name)}
+    ref = PluginRef(name=name)
+    update: dict = {"agent": ref}
     if named:
         update["name"] = name
-    if not getattr(cls, "needs_model", True) and not model_flags:
+    # unknown names fail here, with suggestions
+    if not needs_model(REGISTRY, ref) and not model_flags:
         update.update(model=PluginRef(name="none"), params={}, components={})
     return spec.model_copy(update=update)
 
@@ -61,7 +64,8 @@ def _print_power_plan(console: Console, st: Store, environment: Environment, env
 
 
 def run(
-    env: Annotated[str, typer.Argument(help="Environment id (see `sharpen envs`).")],
+    env: Annotated[str, typer.Argument(
+        help="Environment: a registered name (`sharpen envs`) or module:Name / file.py:Name.")],
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     model_name: ModelNameOpt = None,
@@ -73,8 +77,9 @@ def run(
     agent: Annotated[Path | None, typer.Option(
         "--agent", help="AgentSpec YAML (model, params, components, limits).")] = None,
     agent_name: Annotated[str | None, typer.Option(
-        "--agent-name", help="Agent plug-in: tool (default), null (submits nothing) or reference "
-                             "(submits the env's reference solution); null and reference need no model.")
+        "--agent-name", help="Agent plug-in: tool (default), null (submits nothing), reference "
+                             "(submits the env's reference solution), any other registered name or "
+                             "module:Name / file.py:Name (`sharpen plugins agent` lists them).")
     ] = None,
     env_arg: EnvArgOpt = None,
     seed: Annotated[int, typer.Option(help="Base seed.")] = 0,
@@ -99,7 +104,7 @@ def run(
     ref = model_ref(spec, model, base_url, model_name, parse_kv(model_arg, "--model-arg"))
     spec = spec.model_copy(update={"model": ref})
     env_ref = PluginRef(name=env, args=parse_kv(env_arg, "--env-arg"))
-    environment = REGISTRY.create("env", env_ref)
+    environment = REGISTRY.create(ENV, env_ref)
     task_list = environment.list_tasks(split=split, limit=tasks, seed=seed)
     if tasks is not None:
         task_list = task_list[:tasks]

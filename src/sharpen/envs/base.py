@@ -1,7 +1,14 @@
-"""Protocols of the domain layer: Environment, Verifier and Generator."""
+"""Contracts of the domain layer: Environment, Verifier and Generator.
+
+Each plug-in contract is a Protocol (what the runner relies on) plus a base class that gives
+every optional member a documented default, so a plug-in written from scratch subclasses
+:class:`BaseEnvironment` / :class:`BaseVerifier` and defines only what it must. :data:`ENV`
+and :data:`VERIFIER` are the kinds the registry builds them under.
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
@@ -9,6 +16,7 @@ from pydantic import BaseModel, Field
 from sharpen.core.feedback import Feedback
 from sharpen.core.messages import ToolSpec
 from sharpen.core.outcome import Outcome
+from sharpen.core.registry import Kind
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
 
@@ -106,12 +114,96 @@ class Environment(Protocol):
         sources generate ``limit`` tasks from ``seed``."""
         ...
 
+    def reference_actions(self, task: TaskSpec) -> list[Action] | None:
+        """Actions that solve ``task`` when played in order (multi-step environments), or
+        ``None``. The ``reference`` agent and ``sharpen check env`` use it."""
+        ...
+
+    def reference_solution(self, task: TaskSpec) -> str | None:
+        """A text answer that solves ``task`` (submitted once through the answer tool), or
+        ``None``; consulted when :meth:`reference_actions` gives ``None``."""
+        ...
+
+    @classmethod
+    def isolation(cls) -> str | None:
+        """What untrusted code gets in this environment's sandbox (a label recorded in the run
+        manifest), or ``None`` for the default sandbox's."""
+        ...
+
+
+class BaseEnvironment(ABC):
+    """Base class for environments: subclass it and define :meth:`reset`, :meth:`step`,
+    :meth:`outcome` and :meth:`list_tasks`, and set ``tools``. Every other member of
+    :class:`Environment` has the default documented here."""
+
+    tools: list[ToolSpec]
+    """Tools the agent may call (set it in ``__init__``)."""
+
+    @abstractmethod
+    async def reset(self, task: TaskSpec) -> tuple[str, dict[str, Any]]:
+        """Start an episode: the first observation (the task prompt) and info."""
+
+    @abstractmethod
+    async def step(self, action: Action) -> StepResult:
+        """Apply an action."""
+
+    @abstractmethod
+    async def outcome(self) -> Outcome:
+        """The verdict on the episode so far."""
+
+    @abstractmethod
+    def list_tasks(
+        self, split: str | None = None, limit: int | None = None, seed: int = 0
+    ) -> list[TaskSpec]:
+        """Tasks in a deterministic order (see :meth:`Environment.list_tasks`)."""
+
+    async def close(self) -> None:
+        """Default: nothing to release."""
+        return None
+
+    def describe(self) -> EnvInfo:
+        """Default: the registered name, the class docstring's first paragraph and the tool
+        names."""
+        doc = (type(self).__doc__ or "").strip().split("\n\n")[0]
+        name = str(getattr(type(self), "registry_name", type(self).__name__))
+        return EnvInfo(name=name, description=" ".join(doc.split()),
+                       tools=[t.name for t in self.tools])
+
+    def reference_actions(self, task: TaskSpec) -> list[Action] | None:
+        """Default: no reference actions."""
+        return None
+
+    def reference_solution(self, task: TaskSpec) -> str | None:
+        """Default: no reference solution."""
+        return None
+
+    @classmethod
+    def isolation(cls) -> str | None:
+        """Default: the default sandbox's isolation."""
+        return None
+
 
 @runtime_checkable
 class Verifier(Protocol):
     """Scores a finished episode; works offline on a stored trajectory so it can be re-scored."""
 
-    async def score(self, trajectory: Trajectory) -> Outcome: ...
+    async def score(self, trajectory: Trajectory) -> Outcome:
+        """The outcome of ``trajectory`` — the same one the environment gave when it ran."""
+        ...
+
+
+class BaseVerifier(ABC):
+    """Base class for verifiers: define :meth:`score`."""
+
+    @abstractmethod
+    async def score(self, trajectory: Trajectory) -> Outcome:
+        """The outcome of ``trajectory``."""
+
+
+ENV: Kind[Environment] = Kind("env", Environment, "sharpen.envs.base.BaseEnvironment")
+"""The environment plug-in kind."""
+VERIFIER: Kind[Verifier] = Kind("verifier", Verifier, "sharpen.envs.base.BaseVerifier")
+"""The verifier plug-in kind (registered under the environment's name)."""
 
 
 @runtime_checkable

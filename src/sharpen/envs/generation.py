@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from sharpen.core.errors import UserError
 from sharpen.core.messages import ToolSpec
 from sharpen.core.task import TaskSpec
-from sharpen.envs.base import EnvInfo, Generator, Knob
+from sharpen.envs.base import BaseEnvironment, EnvInfo, Generator, Knob
 
 SPLITS = ("train", "val", "test")
 SPLIT_SPAN = 1_000_000_000
@@ -126,7 +126,7 @@ class PresetKnobs:
         return {name: dict(p) for name, p in self.PRESET_TABLE.items()}
 
 
-class GeneratedEnv:
+class GeneratedEnv(BaseEnvironment):
     """``describe()`` and ``list_tasks()`` of an environment whose tasks all come from one
     :class:`PresetKnobs` generator. A subclass sets ``ENV_NAME`` and ``DESCRIPTION`` and has
     ``generator``, ``knob_values`` (the resolved knobs of its difficulty) and ``tools``."""

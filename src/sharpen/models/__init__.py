@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from sharpen.core.registry import REGISTRY, PluginRef
-from sharpen.models.base import ChatModel, Completion, FinishReason
+from sharpen.models.base import MODEL, ChatModel, Completion, FinishReason
 
 
 def create_model(ref: PluginRef | dict[str, Any] | str, **extra: Any) -> ChatModel:
     """Build a ChatModel from ``{name, args}`` (or a bare name). ``extra`` are runtime,
     non-serialised args such as ``api_key``."""
-    model: ChatModel = REGISTRY.create("model", ref, **extra)
+    model: ChatModel = REGISTRY.create(MODEL, ref, **extra)
     return model
 
 

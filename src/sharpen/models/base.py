@@ -1,12 +1,15 @@
-"""The ChatModel protocol every model backend implements."""
+"""The ChatModel contract every model backend meets: the Protocol, a base class with its
+defaults, and :data:`MODEL`, the kind the registry builds backends under."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from sharpen.core.messages import Message, ToolSpec, Usage
+from sharpen.core.registry import Kind
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error"]
 
@@ -46,6 +49,37 @@ class ChatModel(Protocol):
         messages: list[Message],
         tools: list[ToolSpec] | None = None,
         params: dict[str, Any] | None = None,
-    ) -> Completion: ...
+    ) -> Completion:
+        """The model's reply to ``messages``; ``tools`` only when ``supports_tools``;
+        ``params`` are sampling parameters (``temperature``, ``max_tokens``, ``seed``, ...)."""
+        ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Release the backend (connections, a loaded model)."""
+        ...
+
+
+class BaseChatModel(ABC):
+    """Base class for model backends: set ``name`` and define :meth:`complete`."""
+
+    name: str = "model"
+    """Identifier used for pricing and display."""
+    supports_tools: bool = False
+    """Default: no native tools (agents use the text protocol)."""
+
+    @abstractmethod
+    async def complete(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> Completion:
+        """The model's reply to ``messages``."""
+
+    async def aclose(self) -> None:
+        """Default: nothing to release."""
+        return None
+
+
+MODEL: Kind[ChatModel] = Kind("model", ChatModel, "sharpen.models.base.BaseChatModel")
+"""The model plug-in kind."""

@@ -26,7 +26,7 @@ from sharpen.core.errors import UserError
 from sharpen.core.hashing import content_hash
 from sharpen.core.messages import Message, ToolSpec
 from sharpen.core.registry import REGISTRY, PluginRef, register
-from sharpen.models.base import ChatModel, Completion
+from sharpen.models.base import MODEL, ChatModel, Completion
 
 
 class CassetteMissError(UserError):
@@ -92,7 +92,7 @@ class ReplayModel:
                     "replay model in record mode needs inner={name, args} of a real model",
                     "e.g. inner: {name: local}",
                 )
-            self._inner = REGISTRY.create("model", self.inner_ref)
+            self._inner = REGISTRY.create(MODEL, self.inner_ref)
             recorded = {
                 "name": getattr(self._inner, "name", None),
                 "supports_tools": getattr(self._inner, "supports_tools", False),

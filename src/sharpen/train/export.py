@@ -51,6 +51,7 @@ from sharpen.core.feedback import Feedback, FeedbackSource
 from sharpen.core.registry import REGISTRY
 from sharpen.core.task import Split
 from sharpen.core.trajectory import Trajectory
+from sharpen.envs.base import ENV
 from sharpen.envs.generation import check_split
 from sharpen.store import Store
 
@@ -264,7 +265,7 @@ def export(
 def _kept(store: Store, ids: list[str], where: Where, count: ExportCount, *,
           finished_only: bool) -> Iterator[_Kept]:
     for rid in ids:
-        tools = [s.to_openai() for s in REGISTRY.create("env", store.get_run(rid).manifest.env).tools]
+        tools = [s.to_openai() for s in REGISTRY.create(ENV, store.get_run(rid).manifest.env).tools]
         for t in store.iter_trajectories(rid, with_steps=False, with_messages=True):
             count.read += 1
             records = store.feedback_for(t.id)

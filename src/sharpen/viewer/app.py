@@ -16,7 +16,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sharpen.core.errors import UserError
-from sharpen.improve.folder import experiments_base
+from sharpen.improvement.folder import experiments_base
 from sharpen.stats.intervals import wilson_interval
 from sharpen.store.store import Store
 from sharpen.viewer.security import CSRF_FIELD, csrf_guard, security_middleware

@@ -17,11 +17,11 @@ from pydantic import BaseModel
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
-from sharpen.improve.candidate import Candidate
-from sharpen.improve.evaluate import EvalRecord, cache_key
-from sharpen.improve.folder import ExperimentFolder, find_experiment, list_experiments
-from sharpen.improve.report import difference_text, selection_note, verdict_line
-from sharpen.improve.state import EngineState
+from sharpen.improvement.candidate import Candidate
+from sharpen.improvement.evaluate import EvalRecord, cache_key
+from sharpen.improvement.folder import ExperimentFolder, find_experiment, list_experiments
+from sharpen.improvement.report import difference_text, selection_note, verdict_line
+from sharpen.improvement.state import EngineState
 from sharpen.stats.paired import p_cell
 from sharpen.store.records import RunRecord
 from sharpen.store.store import Store

@@ -35,7 +35,7 @@ from sharpen.core.trajectory import Action, Trajectory
 from sharpen.envs import generation
 from sharpen.envs.adapters import gym_text
 from sharpen.envs.adapters.optional import available, install_hint, require
-from sharpen.envs.base import EnvInfo, StepResult
+from sharpen.envs.base import BaseEnvironment, BaseVerifier, EnvInfo, StepResult
 from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
 
 ENV_NAME = "gymnasium"
@@ -125,7 +125,7 @@ class Episode:
 
 
 @register("env", "gymnasium")
-class GymnasiumEnv:
+class GymnasiumEnv(BaseEnvironment):
     """A Gymnasium env as a sharpen env. Serialisable args (``{name, args}``):
 
     - ``env_id``: a Gymnasium id (default ``FrozenLake-v1``);
@@ -291,7 +291,7 @@ def from_gymnasium(env: str | Any, render_obs: str | Callable[..., str] | None =
 
 
 @register("verifier", "gymnasium")
-class GymnasiumVerifier:
+class GymnasiumVerifier(BaseVerifier):
     """Takes the env's arguments and replays the stored valid actions with the task's seed."""
 
     def __init__(self, **args: Any) -> None:

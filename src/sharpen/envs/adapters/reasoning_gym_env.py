@@ -27,7 +27,7 @@ from sharpen.core.trajectory import Action, Trajectory
 from sharpen.envs import generation
 from sharpen.envs.adapters import reasoning_gym_tasks as rgt
 from sharpen.envs.adapters.optional import available
-from sharpen.envs.base import EnvInfo, StepResult
+from sharpen.envs.base import BaseEnvironment, BaseVerifier, EnvInfo, StepResult
 from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
 
 ANSWER = ToolSpec(
@@ -86,7 +86,7 @@ def outcome_of(task: TaskSpec, answer: str | None) -> Outcome:
 
 
 @register("env", "reasoning_gym")
-class ReasoningGymEnv:
+class ReasoningGymEnv(BaseEnvironment):
     """The reasoning_gym environment. Constructor args are its serialisable ``{name, args}``:
 
     - ``dataset``: a reasoning-gym dataset name (default ``basic_arithmetic``);
@@ -198,7 +198,7 @@ def submitted_answer(trajectory: Trajectory) -> str | None:
 
 
 @register("verifier", "reasoning_gym")
-class ReasoningGymVerifier:
+class ReasoningGymVerifier(BaseVerifier):
     """Takes the env's arguments (none matter: the task carries dataset and config) and
     re-scores a stored trajectory: the first valid ``answer`` on the regenerated entry."""
 

@@ -34,7 +34,7 @@ from sharpen.core.trajectory import Action, Trajectory
 from sharpen.envs import generation
 from sharpen.envs.adapters.optional import available, install_hint, require
 from sharpen.envs.adapters.textarena_games import DEFAULT_GAME, GAMES, Game
-from sharpen.envs.base import EnvInfo, Knob, StepResult
+from sharpen.envs.base import BaseEnvironment, BaseVerifier, EnvInfo, Knob, StepResult
 from sharpen.envs.generation import DEFAULT_LIMIT, SPLITS
 
 ENV_NAME = "textarena"
@@ -199,7 +199,7 @@ class TextArenaGenerator(generation.PresetKnobs):
 
 
 @register("env", "textarena")
-class TextArenaEnv:
+class TextArenaEnv(BaseEnvironment):
     """The textarena environment. Constructor args are its serialisable ``{name, args}``:
 
     - ``game``: one of :data:`GAMES` (default ``GuessTheNumber``);
@@ -279,7 +279,7 @@ class TextArenaEnv:
 
 
 @register("verifier", "textarena")
-class TextArenaVerifier:
+class TextArenaVerifier(BaseVerifier):
     """Takes the env's arguments (none matter: the task carries game and knobs) and replays
     the stored valid ``act`` moves through a fresh game with the task's seed."""
 

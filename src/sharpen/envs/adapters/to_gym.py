@@ -41,6 +41,7 @@ from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
+from sharpen.envs.base import ENV
 
 MAX_OBSERVATION = 1_000_000
 """Characters an observation may have (longer ones are cut)."""
@@ -120,7 +121,7 @@ class SharpenGymEnv(gymnasium.Env):
             raise UserError(f"render_mode {render_mode!r} is not supported", "use 'ansi' or None")
         self.render_mode = render_mode
         self.ref = PluginRef(name=env_name, args=env_args)
-        probe = REGISTRY.create("env", self.ref)
+        probe = REGISTRY.create(ENV, self.ref)
         self.tasks = probe.list_tasks(split=split, limit=n_tasks, seed=0)
         if not self.tasks:
             raise UserError(f"sharpen env {env_name!r} lists no {split} tasks", "pick another split")
@@ -154,7 +155,7 @@ class SharpenGymEnv(gymnasium.Env):
         super().reset(seed=seed)
         task = self._task(options)
         self._close_env()
-        self._env = REGISTRY.create("env", self.ref)
+        self._env = REGISTRY.create(ENV, self.ref)
         obs, info = self._loop.run(self._env.reset(task))
         info = {"task_id": task.id, "task": task.model_dump(mode="json"), **copy.deepcopy(info)}
         return self._observation(obs), info

@@ -21,7 +21,7 @@ from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
 from sharpen.envs import generation
 from sharpen.envs.args import positive_int, positive_seconds
-from sharpen.envs.base import EnvInfo, StepResult
+from sharpen.envs.base import BaseEnvironment, EnvInfo, StepResult
 from sharpen.envs.code import generator as gen
 from sharpen.envs.code import humaneval
 from sharpen.envs.code.problem import CodeProblem
@@ -41,7 +41,7 @@ DESCRIPTION = (
 
 
 @register("env", "code")
-class CodeEnv:
+class CodeEnv(BaseEnvironment):
     """The code environment. Constructor args are its serialisable ``{name, args}``:
 
     - ``source``: ``"humaneval"`` or ``"generated"`` — which tasks :meth:`list_tasks` offers
@@ -160,8 +160,8 @@ class CodeEnv:
         """The verdict so far: the last valid submission's report (see :mod:`score`)."""
         return outcome_from_report(self._report, self._submissions)
 
-    @staticmethod
-    def isolation() -> str:
+    @classmethod
+    def isolation(cls) -> str:
         """What the candidates' code gets, for the run manifest (the test runs' sandbox)."""
         return harness_isolation()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from sharpen.core.outcome import Outcome
 from sharpen.core.registry import register
 from sharpen.core.trajectory import Trajectory
+from sharpen.envs.base import BaseVerifier
 from sharpen.envs.code.program import assemble_program, submit_error
 from sharpen.envs.code.tasks import materialize
 from sharpen.envs.code.verifier import TestReport, run_tests
@@ -44,7 +45,7 @@ def outcome_from_report(report: TestReport | None, submissions: int) -> Outcome:
 
 
 @register("verifier", "code")
-class CodeVerifier:
+class CodeVerifier(BaseVerifier):
     """Re-scores a stored code trajectory offline.
 
     Takes the same arguments as :class:`~sharpen.envs.code.env.CodeEnv`, so the env's own

@@ -14,13 +14,14 @@ from typing import Any
 from sharpen.core.outcome import Outcome
 from sharpen.core.registry import register
 from sharpen.core.trajectory import Trajectory
+from sharpen.envs.base import BaseVerifier
 from sharpen.envs.gridsafety import grid as g
 from sharpen.envs.gridsafety.env import default_max_steps
 from sharpen.envs.gridsafety.episode import Episode
 
 
 @register("verifier", "gridsafety")
-class GridSafetyVerifier:
+class GridSafetyVerifier(BaseVerifier):
     """Takes the same arguments as :class:`~sharpen.envs.gridsafety.env.GridSafetyEnv`, so the
     env's own ``{name, args}`` builds its verifier; only ``max_steps`` matters here."""
 

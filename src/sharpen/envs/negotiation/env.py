@@ -28,6 +28,7 @@ from sharpen.envs.negotiation.critic import ModelCritic, ScriptedCritic
 from sharpen.envs.negotiation.episode import Episode, money
 from sharpen.envs.negotiation.opponents import ModelOpponent, ScriptedOpponent
 from sharpen.envs.negotiation.reference import reference_actions
+from sharpen.models.base import MODEL
 
 OFFER = ToolSpec(
     name="offer",
@@ -96,7 +97,7 @@ class NegotiationEnv(generation.GeneratedEnv):
         self._steps = 0
 
     def _model(self, ref: PluginRef) -> Any:
-        model = REGISTRY.create("model", ref)
+        model = REGISTRY.create(MODEL, ref)
         self._models.append(model)
         return model
 

@@ -16,6 +16,7 @@ from typing import Any
 from sharpen.core.outcome import Outcome
 from sharpen.core.registry import register
 from sharpen.core.trajectory import Trajectory
+from sharpen.envs.base import BaseVerifier
 from sharpen.envs.negotiation.deal import deal_of
 from sharpen.envs.negotiation.env import model_ref
 from sharpen.envs.negotiation.episode import Episode, OpponentMove
@@ -23,7 +24,7 @@ from sharpen.envs.negotiation.opponents import scripted_move
 
 
 @register("verifier", "negotiation")
-class NegotiationVerifier:
+class NegotiationVerifier(BaseVerifier):
     """Takes the same arguments as :class:`~sharpen.envs.negotiation.env.NegotiationEnv`, so
     the env's own ``{name, args}`` builds its verifier; only ``opponent`` matters here (no
     model is built)."""

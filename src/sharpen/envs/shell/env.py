@@ -31,7 +31,7 @@ from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
 from sharpen.envs import generation
 from sharpen.envs.args import positive_int, positive_seconds
-from sharpen.envs.base import StepResult
+from sharpen.envs.base import BaseVerifier, StepResult
 from sharpen.envs.shell import tasks as gen
 from sharpen.envs.shell.check import CheckResult, run_checks
 from sharpen.envs.shell.tasks import ShellProblem, materialize
@@ -244,7 +244,7 @@ class ShellEnv(generation.GeneratedEnv):
 
 
 @register("verifier", "shell")
-class ShellVerifier:
+class ShellVerifier(BaseVerifier):
     """Re-scores a stored shell trajectory offline: replays its valid actions (``run``
     commands, up to ``done`` or ``max_commands``) in a fresh sandbox and runs the hidden
     checks. Takes the env's arguments. Commands whose effect depends on time or randomness

@@ -23,6 +23,7 @@ from sharpen.core.outcome import Outcome
 from sharpen.core.registry import register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
+from sharpen.envs.base import BaseVerifier
 from sharpen.envs.sql.database import QueryResult, compare, connect, run_query
 from sharpen.envs.sql.generator import SqlProblem, SqlTaskGenerator
 
@@ -122,7 +123,7 @@ def outcome_from_check(last: Check | None, submissions: int, problem: SqlProblem
 
 
 @register("verifier", "sql")
-class SqlVerifier:
+class SqlVerifier(BaseVerifier):
     """Re-scores a stored sql trajectory offline. Takes the env's arguments (only
     ``max_submissions`` and ``time_limit`` matter): the valid ``submit_sql`` actions of the
     trajectory, in order and at most ``max_submissions``, and the last one is run again on a

@@ -13,11 +13,12 @@ from typing import Any
 from sharpen.core.outcome import Outcome
 from sharpen.core.registry import register
 from sharpen.core.trajectory import Trajectory
+from sharpen.envs.base import BaseVerifier
 from sharpen.envs.textworld.env import new_episode
 
 
 @register("verifier", "textworld")
-class TextWorldVerifier:
+class TextWorldVerifier(BaseVerifier):
     """Takes the same arguments as :class:`~sharpen.envs.textworld.env.TextWorldEnv`, so the
     env's own ``{name, args}`` builds its verifier; only ``max_steps`` matters here."""
 

@@ -31,7 +31,7 @@ from sharpen.envs.toolshop import generator as gen
 from sharpen.envs.toolshop import user as sim
 from sharpen.envs.toolshop.episode import Episode
 from sharpen.envs.toolshop.tools import TOOLS
-from sharpen.models.base import ChatModel
+from sharpen.models.base import MODEL, ChatModel
 
 DESCRIPTION = (
     "Customer service for an online shop over a stateful SQLite database (customers, "
@@ -118,7 +118,7 @@ class ToolshopEnv(generation.GeneratedEnv):
         if self.user_ref is None:
             return f"{POLICY}\n\nThe customer's request:\n{shop.instruction}", info
         if self._user_model is None:
-            self._user_model = REGISTRY.create("model", self.user_ref)
+            self._user_model = REGISTRY.create(MODEL, self.user_ref)
         self._user = sim.SimulatedUser(self._user_model, shop.instruction,
                                        self.user_prompt_version, self.user_params, task.seed)
         info["user_prompt"] = sim.prompt_id(self.user_prompt_version)

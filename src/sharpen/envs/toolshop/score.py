@@ -17,6 +17,7 @@ from typing import Any
 from sharpen.core.outcome import Outcome
 from sharpen.core.registry import register
 from sharpen.core.trajectory import Trajectory
+from sharpen.envs.base import BaseVerifier
 from sharpen.envs.toolshop import generator as gen
 from sharpen.envs.toolshop import user as sim
 from sharpen.envs.toolshop.env import USER_FAILED
@@ -32,7 +33,7 @@ def _start_failure(trajectory: Trajectory) -> str | None:
 
 
 @register("verifier", "toolshop")
-class ToolshopVerifier:
+class ToolshopVerifier(BaseVerifier):
     """Takes the same arguments as :class:`~sharpen.envs.toolshop.env.ToolshopEnv`, so the
     env's own ``{name, args}`` builds its verifier; ``max_actions``, ``user`` (whether there
     is a customer, not the model) and ``user_prompt_version`` matter here."""

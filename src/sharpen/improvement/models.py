@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sharpen.agents.base import needs_model
 from sharpen.core.messages import Message, ToolSpec
-from sharpen.core.registry import REGISTRY, PluginRef
-from sharpen.models.base import ChatModel, Completion
-from sharpen.run.config import RunConfig
-from sharpen.run.runner import NoModel
+from sharpen.core.registry import REGISTRY, PluginRef, Registry
+from sharpen.models.base import MODEL, ChatModel, Completion
+from sharpen.runner.config import RunConfig
+from sharpen.runner.runner import NoModel
 
 
 class _Borrowed:
@@ -46,7 +47,8 @@ class _Borrowed:
 class SharedModels:
     """Builds each model ref once. Callable as a runner ``model_factory``."""
 
-    def __init__(self) -> None:
+    def __init__(self, registry: Registry = REGISTRY) -> None:
+        self.registry = registry
         self._models: dict[str, ChatModel] = {}
 
     def get(self, ref: PluginRef) -> ChatModel:
@@ -55,14 +57,13 @@ class SharedModels:
 
         def build() -> ChatModel:
             if key not in self._models:
-                self._models[key] = REGISTRY.create("model", ref)
+                self._models[key] = self.registry.create(MODEL, ref)
             return self._models[key]
 
         return _Borrowed(build)
 
     def __call__(self, config: RunConfig) -> ChatModel:
-        agent_cls = REGISTRY.get("agent", config.agent.agent.name)
-        if not getattr(agent_cls, "needs_model", True):
+        if not needs_model(self.registry, config.agent.agent):
             return NoModel()
         return self.get(config.agent.model)
 

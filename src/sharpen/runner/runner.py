@@ -6,7 +6,7 @@ Contract:
 - ``resume=True`` continues the newest run with the same config hash and skips every
   (task, spec, epoch) triple already stored; the store's unique key makes a duplicate
   impossible even if two processes race.
-- Infra errors are retried per model call (:mod:`sharpen.run.retry`); an episode whose
+- Infra errors are retried per model call (:mod:`sharpen.runner.retry`); an episode whose
   retries run out is stored with error kind ``infra``. An unexpected exception inside the
   harness (environment or agent code) is stored as ``env``: the agent is never blamed for
   sharpen's failures. A :class:`~sharpen.core.errors.UserError` stops the run.
@@ -23,18 +23,20 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
+from sharpen.agents.base import AGENT, needs_model
 from sharpen.core.errors import InfraError, UserError
 from sharpen.core.manifest import RunManifest
 from sharpen.core.outcome import Outcome
-from sharpen.core.registry import REGISTRY
+from sharpen.core.registry import REGISTRY, Registry
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Trajectory, trajectory_key
-from sharpen.models.base import ChatModel
-from sharpen.run.config import RunConfig
-from sharpen.run.progress import RunProgress
-from sharpen.run.retry import RetryingModel
-from sharpen.run.summary import RunSummary, SummaryBuilder
-from sharpen.run.writer import StoreWriter
+from sharpen.envs.base import ENV
+from sharpen.models.base import MODEL, ChatModel
+from sharpen.runner.config import RunConfig
+from sharpen.runner.progress import RunProgress
+from sharpen.runner.retry import RetryingModel
+from sharpen.runner.summary import RunSummary, SummaryBuilder
+from sharpen.runner.writer import StoreWriter
 from sharpen.sandbox.closing import wait_closed
 from sharpen.store import Store
 
@@ -56,22 +58,25 @@ class NoModel:
         return None
 
 
-def build_model(config: RunConfig) -> ChatModel:
+def build_model(config: RunConfig, registry: Registry = REGISTRY) -> ChatModel:
     """The run's model from the spec's ref — or :class:`NoModel` when the agent plug-in
     declares ``needs_model = False``."""
-    agent_cls = REGISTRY.get("agent", config.agent.agent.name)
-    if not getattr(agent_cls, "needs_model", True):
+    if not needs_model(registry, config.agent.agent):
         return NoModel()
-    return REGISTRY.create("model", config.agent.model)
+    return registry.create(MODEL, config.agent.model)
 
 
-def _isolation(config: RunConfig) -> str:
-    """What the run's untrusted code gets: the environment's own answer (a static
+async def _isolation(config: RunConfig, registry: Registry) -> str:
+    """What the run's untrusted code gets: the environment's own answer (its
     ``isolation()``, for an environment whose sandbox differs from the default) or the default
-    sandbox's."""
-    own = getattr(REGISTRY.get("env", config.env.name), "isolation", None)
-    if callable(own):
-        return str(own())
+    sandbox's. Building the environment here also checks its arguments before any episode."""
+    env = registry.create(ENV, config.env)
+    try:
+        own = env.isolation()
+    finally:
+        await env.close()
+    if own is not None:
+        return own
     from sharpen.sandbox.local import detect_isolation
 
     return detect_isolation()
@@ -87,12 +92,15 @@ class Runner:
         progress: bool = True,
         transient: bool = False,
         model_factory: Callable[[RunConfig], ChatModel] | None = None,
+        registry: Registry = REGISTRY,
     ) -> None:
         self.store = store
         self.progress = progress
         self.transient = transient  # the bar leaves the screen when a run ends
+        self.registry = registry
+        """Where environments, agents and models are built from."""
         # Tests and benchmarks may inject a model; normally it is built from the spec's ref.
-        self.model_factory = model_factory or build_model
+        self.model_factory = model_factory or (lambda c: build_model(c, registry))
 
     async def run(self, config: RunConfig, *, resume: bool = False, label: str = "episodes") -> RunSummary:
         """Run (or resume) ``config``; returns the summary of every trajectory of the run.
@@ -105,7 +113,7 @@ class Runner:
             manifest = RunManifest(
                 run_id=run_id, env=config.env, agent_hash=config.agent.hash(),
                 task_ids=[t.id for t in config.tasks], epochs=config.epochs, seed=config.seed,
-                config_hash=config_hash, isolation=_isolation(config),
+                config_hash=config_hash, isolation=await _isolation(config, self.registry),
                 extra={"concurrency": config.concurrency, "model": config.agent.model.name,
                        **config.labels},
             )
@@ -179,8 +187,8 @@ class Runner:
             traj.infra_retries += 1
 
         retrying = RetryingModel(model, config.retry, random.Random(seed), on_retry=count_retry)
-        agent = REGISTRY.create("agent", config.agent.agent)
-        env = REGISTRY.create("env", config.env)
+        agent = self.registry.create(AGENT, config.agent.agent)
+        env = self.registry.create(ENV, config.env)
         try:
             await agent.run(env, retrying, config.agent, traj)
             traj.outcome = await env.outcome()

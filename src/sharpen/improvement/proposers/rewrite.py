@@ -3,11 +3,11 @@ with one component replaced, the fenced-block reply they all ask for and its che
 rejection log as prompt text, and prompt budgeting.
 
 Every reply must hold a fenced block with the new text. A reply without one is
-:class:`~sharpen.improve.proposal.InvalidProposal`, as is a block that holds code when
+:class:`~sharpen.improvement.proposal.InvalidProposal`, as is a block that holds code when
 instructions were asked for, or the unchanged text: a tiny model often answers with a
 solution to some task instead of instructions, and adopting that would only waste rollouts on
 a gate it cannot pass. A reply cut at ``max_tokens``
-(:class:`~sharpen.improve.proposal.CutReply`) counts only for a block the model had *closed*
+(:class:`~sharpen.improvement.proposal.CutReply`) counts only for a block the model had *closed*
 before the cut (it rambled on after its answer): that block is taken, never the cut text. A
 last block the model left open when it *stopped on its own* is taken as complete — small
 models often forget the closing fence.
@@ -19,7 +19,7 @@ import re
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.markdown import code_blocks
-from sharpen.improve.proposal import (
+from sharpen.improvement.proposal import (
     CHARS_PER_TOKEN,
     CutReply,
     InvalidProposal,
@@ -51,7 +51,7 @@ _CODE_LINE = re.compile(r"^\s*(def \w+\s*\(|class \w+\s*[:(]|import [\w.]+\s*$|f
 
 
 def tokens(text: str) -> int:
-    """Estimated tokens of ``text`` (:data:`~sharpen.improve.proposal.CHARS_PER_TOKEN`)."""
+    """Estimated tokens of ``text`` (:data:`~sharpen.improvement.proposal.CHARS_PER_TOKEN`)."""
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 

@@ -12,9 +12,9 @@ The child is built on the archive's best candidate (not the engine's Pareto pare
 from __future__ import annotations
 
 from sharpen.core.registry import register
-from sharpen.improve.candidate import Candidate
-from sharpen.improve.proposal import Proposal, ProposalContext
-from sharpen.improve.proposers.rewrite import (
+from sharpen.improvement.candidate import Candidate
+from sharpen.improvement.proposal import BaseProposer, Proposal, ProposalContext
+from sharpen.improvement.proposers.rewrite import (
     DEFAULT_COMPONENT,
     FORMAT,
     ask_for_text,
@@ -69,7 +69,7 @@ def opro_prompt(ctx: ProposalContext, name: str, top_k: int, exemplars: int) -> 
 
 
 @register("proposer", "opro")
-class OproProposer:
+class OproProposer(BaseProposer):
     """Args: ``component`` (default ``instructions``), ``top_k`` (scored texts shown, default
     8), ``exemplars`` (training task texts shown, default 2)."""
 

@@ -22,7 +22,7 @@ from sharpen.agents.reflexion import MEMORIES, check_result_chars
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.registry import PluginRef, register
-from sharpen.improve.proposal import NothingToPropose, Proposal, ProposalContext
+from sharpen.improvement.proposal import BaseProposer, NothingToPropose, Proposal, ProposalContext
 
 AGENT_ARGS = ("trials", "reflection_tokens", "memory", "result_chars", "protocol", "guidelines_top_k")
 """Reflexion agent args a child keeps when its parent ran another agent."""
@@ -34,7 +34,7 @@ def trials_of(spec: AgentSpec) -> int:
 
 
 @register("proposer", "reflexion")
-class ReflexionProposer:
+class ReflexionProposer(BaseProposer):
     """Args: ``max_trials`` (attempts per task at most), ``reflection_tokens`` (max tokens of
     one reflection), ``memories`` (the memory modes to offer, in the order tried),
     ``result_chars`` (what of the environment's verdict a memory entry keeps, see

@@ -3,7 +3,7 @@
 1. Tasks come from the environment's own splits (``list_tasks(split=...)``); the three lists
    must not share a task.
 2. Each proposer (the main one and any baselines such as ``opro`` and ``best_of_n``) gets its
-   own :class:`~sharpen.improve.engine.Engine` with the same seed spec, splits, seeds and
+   own :class:`~sharpen.improvement.engine.Engine` with the same seed spec, splits, seeds and
    budget. Engines see training and validation tasks only.
 3. Outside every budget, the seed spec and each engine's winner (best on validation) are
    scored on the test split with the same seeds, and each winner is compared with the seed
@@ -26,12 +26,14 @@ from sharpen.core.errors import UserError
 from sharpen.core.hashing import content_hash
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.core.task import TaskSpec
-from sharpen.improve.budget import Spend
-from sharpen.improve.candidate import Candidate
-from sharpen.improve.engine import Engine, EngineConfig
-from sharpen.improve.evaluate import Evaluation, Evaluator
-from sharpen.improve.models import SharedModels
-from sharpen.improve.state import Account, CurvePoint
+from sharpen.envs.base import ENV
+from sharpen.improvement.budget import Spend
+from sharpen.improvement.candidate import Candidate
+from sharpen.improvement.engine import Engine, EngineConfig
+from sharpen.improvement.evaluate import Evaluation, Evaluator
+from sharpen.improvement.models import SharedModels
+from sharpen.improvement.proposal import PROPOSER
+from sharpen.improvement.state import Account, CurvePoint
 from sharpen.stats.paired import PairedComparison, compare_pair
 from sharpen.stats.taskdata import TaskTable
 from sharpen.store.aggregate import run_aggregate
@@ -40,7 +42,7 @@ from sharpen.store.store import Store
 CONFIG_FILE, RESULT_FILE, STATE_FILE = "config.json", "result.json", "state.json"
 """The experiment folder's files: ``config.json`` when it starts, ``<proposer>/state.json``
 after every engine iteration, ``result.json`` once test is scored (see
-:mod:`sharpen.improve.folder`)."""
+:mod:`sharpen.improvement.folder`)."""
 
 
 class ExperimentConfig(BaseModel):
@@ -149,9 +151,10 @@ class ExperimentResult(BaseModel):
     """Main proposer first, then the baselines."""
 
 
-def split_tasks(env_ref: PluginRef, config: ExperimentConfig) -> dict[str, list[TaskSpec]]:
+def split_tasks(env_ref: PluginRef, config: ExperimentConfig,
+                registry: Registry = REGISTRY) -> dict[str, list[TaskSpec]]:
     """Train, val and test tasks; a UserError when a split is short or splits overlap."""
-    env = REGISTRY.create("env", env_ref)
+    env = registry.create(ENV, env_ref)
     out: dict[str, list[TaskSpec]] = {}
     for split, n in (("train", config.train), ("val", config.val), ("test", config.test)):
         if n < 1:
@@ -187,7 +190,7 @@ class Experiment:
         self.config = config
         self.store = store
         self.folder = folder
-        self.models = models or SharedModels()
+        self.models = models or SharedModels(registry)
         self.concurrency = concurrency
         self.on_event = on_event or (lambda _m: None)
         self.registry = registry
@@ -198,19 +201,20 @@ class Experiment:
     def _evaluator(self, role: str) -> Evaluator:
         return Evaluator(self.store, self.config.env, seed=self.config.engine.seed,
                          concurrency=self.concurrency, model_factory=self.models,
-                         labels={"experiment": self.id, "role": role}, progress=self.progress)
+                         labels={"experiment": self.id, "role": role}, progress=self.progress,
+                         registry=self.registry)
 
     async def run(self) -> ExperimentResult:
         """Run every engine (continuing checkpoints), then score test; the folder gets the
         config first and the result last."""
         c = self.config
-        tasks = split_tasks(c.env, c)
+        tasks = split_tasks(c.env, c, self.registry)
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / CONFIG_FILE).write_text(c.model_dump_json(indent=2))
         proposer_model = self.models.get(c.proposer_model or c.seed_spec.model)
         engines = []
         for ref in [c.proposer, *c.baselines]:
-            proposer = self.registry.create("proposer", ref)
+            proposer = self.registry.create(PROPOSER, ref)
             self.on_event(f"[{ref.name}] improving on {len(tasks['train'])} train / "
                           f"{len(tasks['val'])} val tasks")
             engine = Engine(

@@ -15,10 +15,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from sharpen.core.errors import UserError
-from sharpen.improve.budget import Spend
-from sharpen.improve.candidate import Archive, Candidate
-from sharpen.improve.evaluate import EvalRecord
-from sharpen.improve.proposal import Rejection
+from sharpen.improvement.budget import Spend
+from sharpen.improvement.candidate import Archive, Candidate
+from sharpen.improvement.evaluate import EvalRecord
+from sharpen.improvement.proposal import Rejection
 
 
 class Account(BaseModel):
@@ -53,7 +53,7 @@ class CurvePoint(BaseModel):
 
 
 class EngineState(BaseModel):
-    """The whole mutable state of an :class:`~sharpen.improve.engine.Engine`."""
+    """The whole mutable state of an :class:`~sharpen.improvement.engine.Engine`."""
 
     iteration: int = 0
     """Iterations completed."""

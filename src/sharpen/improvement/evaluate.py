@@ -16,18 +16,18 @@ from pydantic import BaseModel, Field
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.messages import Usage
-from sharpen.core.registry import PluginRef
+from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Trajectory
 from sharpen.models.base import ChatModel
-from sharpen.run.config import RunConfig
-from sharpen.run.runner import Runner
+from sharpen.runner.config import RunConfig
+from sharpen.runner.runner import Runner
 from sharpen.store.store import Store
 
 
 def cache_key(spec_hash: str, task_hash: str) -> str:
     """Key of one (spec, task) evaluation in :attr:`EngineState.cache
-    <sharpen.improve.state.EngineState.cache>`."""
+    <sharpen.improvement.state.EngineState.cache>`."""
     return f"{spec_hash}:{task_hash}"
 
 
@@ -75,6 +75,7 @@ class Evaluator:
         labels: dict[str, str] | None = None,
         model_factory: Callable[[RunConfig], ChatModel] | None = None,
         cache: dict[str, EvalRecord] | None = None, progress: bool = False,
+        registry: Registry = REGISTRY,
     ) -> None:
         self.store = store
         self.env = env
@@ -82,7 +83,8 @@ class Evaluator:
         self.concurrency = concurrency
         self.labels = labels or {}
         # A bar per evaluation that leaves the screen when done: the engine prints its own line.
-        self.runner = Runner(store, progress=progress, transient=True, model_factory=model_factory)
+        self.runner = Runner(store, progress=progress, transient=True, model_factory=model_factory,
+                             registry=registry)
         self.cache: dict[str, EvalRecord] = cache if cache is not None else {}
 
     @staticmethod

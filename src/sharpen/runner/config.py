@@ -8,7 +8,7 @@ from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.hashing import content_hash
 from sharpen.core.registry import PluginRef
 from sharpen.core.task import TaskSpec
-from sharpen.run.retry import RetryPolicy
+from sharpen.runner.retry import RetryPolicy
 
 
 class RunConfig(BaseModel):

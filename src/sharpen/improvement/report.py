@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from sharpen.improve.experiment import ExperimentResult, ProposerResult
+from sharpen.improvement.experiment import ExperimentResult, ProposerResult
 from sharpen.stats.mcnemar import mcnemar
 from sharpen.stats.paired import p_cell
 from sharpen.stats.plot import plot_paths, pyplot, save

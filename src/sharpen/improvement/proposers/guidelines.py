@@ -5,10 +5,10 @@ training minibatch it picks (seeded) one failure and one success of another task
 the minibatch holds no success, the failure alone with its feedback — shows both trimmed to
 the trace budget, and asks the LLM to edit the parent's rules with operations
 (``ADD: rule``, ``EDIT 2: rule``, ``UPVOTE 1``, ``DOWNVOTE 3``, ``REMOVE 3``; see
-:mod:`sharpen.improve.memory`). Lines that are not operations are ignored; a reply that holds
+:mod:`sharpen.improvement.memory`). Lines that are not operations are ignored; a reply that holds
 none but is one rule sentence counts as ``ADD`` of it (the embedded 135M model almost never
 writes the ``ADD:`` prefix, but often answers with a rule); a reply with no operation that
-applies is an :class:`~sharpen.improve.proposal.InvalidProposal`.
+applies is an :class:`~sharpen.improvement.proposal.InvalidProposal`.
 
 The child is the parent with its ``guidelines`` component rewritten (one rule per line,
 ``- text``), so the spec file is self-contained and ``sharpen run --agent`` uses the rules. A
@@ -28,8 +28,8 @@ from __future__ import annotations
 from sharpen.agents.guidelines import COMPONENT
 from sharpen.core.registry import PluginRef, register
 from sharpen.core.trajectory import Trajectory
-from sharpen.improve.candidate import Candidate
-from sharpen.improve.memory import (
+from sharpen.improvement.candidate import Candidate
+from sharpen.improvement.memory import (
     Op,
     RuleMemory,
     bare_rule,
@@ -38,8 +38,9 @@ from sharpen.improve.memory import (
     parse_rules,
     render_rules,
 )
-from sharpen.improve.proposal import (
+from sharpen.improvement.proposal import (
     CHARS_PER_TOKEN,
+    BaseProposer,
     InvalidProposal,
     Proposal,
     ProposalContext,
@@ -83,7 +84,7 @@ def _with_feedback(t: Trajectory, limit_chars: int) -> str:
 
 
 @register("proposer", "guidelines")
-class GuidelinesProposer:
+class GuidelinesProposer(BaseProposer):
     """Args: ``component`` (where the rules live, default ``guidelines``), ``top_k`` (rules a
     tool agent puts in its prompt per task; ``None`` for all), ``max_rules`` (rules in one
     spec at most), ``max_ops`` (operations applied from one reply), ``trace_tokens`` (trace
@@ -91,7 +92,7 @@ class GuidelinesProposer:
     the reply), ``stop`` (stop sequences of the reply: by default it ends at its first blank
     line, since operations come in one block and small models ramble after it),
     ``bare_rule`` (take a reply that holds no operation but reads as one rule sentence as
-    ``ADD`` of it: :func:`~sharpen.improve.memory.bare_rule`)."""
+    ``ADD`` of it: :func:`~sharpen.improvement.memory.bare_rule`)."""
 
     def __init__(self, component: str = COMPONENT, top_k: int | None = 3, max_rules: int = 8,
                  max_ops: int = 3, trace_tokens: int = 250, max_tokens: int = 160,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -24,8 +25,9 @@ from pydantic import BaseModel, Field
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.markdown import code_blocks
 from sharpen.core.messages import Message, Usage
+from sharpen.core.registry import Kind
 from sharpen.core.trajectory import Trajectory
-from sharpen.improve.candidate import Archive, Candidate
+from sharpen.improvement.candidate import Archive, Candidate
 from sharpen.models.base import ChatModel
 
 CHARS_PER_TOKEN = 4
@@ -151,11 +153,51 @@ class ProposalContext(BaseModel):
 
 @runtime_checkable
 class Proposer(Protocol):
-    """Suggests a child AgentSpec. Registered as plug-in kind ``proposer``. A proposer may
-    also define ``observe(parent, child, accepted)`` to learn from the gate, and
-    ``state()`` / ``load_state(state)`` so a checkpoint can hold what it learned."""
+    """Suggests a child AgentSpec. Registered as plug-in kind ``proposer``; subclass
+    :class:`BaseProposer`, which gives ``observe``, ``state`` and ``load_state`` no-op
+    defaults."""
 
-    async def propose(self, ctx: ProposalContext) -> Proposal: ...
+    async def propose(self, ctx: ProposalContext) -> Proposal:
+        """A child of a parent the proposer picks from ``ctx.archive``; raise
+        :class:`InvalidProposal` for a reply that cannot be used (it is counted, not fatal)
+        and :class:`NothingToPropose` when there is nothing left to try."""
+        ...
+
+    def observe(self, parent: Candidate, proposal: Proposal, accepted: bool) -> None:
+        """Learn from the gate's verdict on ``proposal`` (a child of ``parent``)."""
+        ...
+
+    def state(self) -> dict[str, Any]:
+        """What the proposer learned, JSON-serialisable, for the engine's checkpoint."""
+        ...
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state` returned, on resume."""
+        ...
+
+
+class BaseProposer(ABC):
+    """Base class for proposers: define :meth:`propose`."""
+
+    @abstractmethod
+    async def propose(self, ctx: ProposalContext) -> Proposal:
+        """A child spec (see :meth:`Proposer.propose`)."""
+
+    def observe(self, parent: Candidate, proposal: Proposal, accepted: bool) -> None:
+        """Default: learn nothing from the gate."""
+        return None
+
+    def state(self) -> dict[str, Any]:
+        """Default: nothing to checkpoint."""
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Default: nothing to restore."""
+        return None
+
+
+PROPOSER: Kind[Proposer] = Kind("proposer", Proposer, "sharpen.improvement.proposal.BaseProposer")
+"""The proposer plug-in kind."""
 
 
 def _clip(text: str, limit: int) -> str:

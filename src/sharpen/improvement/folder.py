@@ -20,14 +20,14 @@ from typing import TypeVar
 from pydantic import BaseModel, Field
 
 from sharpen.core.errors import UserError
-from sharpen.improve.experiment import (
+from sharpen.improvement.experiment import (
     CONFIG_FILE,
     RESULT_FILE,
     STATE_FILE,
     ExperimentConfig,
     ExperimentResult,
 )
-from sharpen.improve.state import EngineState
+from sharpen.improvement.state import EngineState
 
 M = TypeVar("M", bound=BaseModel)
 

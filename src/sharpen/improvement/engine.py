@@ -13,7 +13,7 @@ One iteration:
 5. evaluate the winner on the validation split and archive it.
 
 The engine never sees the test split: it gets training and validation tasks only (the
-:class:`~sharpen.improve.experiment.Experiment` scores test outside the budget). State is
+:class:`~sharpen.improvement.experiment.Experiment` scores test outside the budget). State is
 checkpointed after every iteration; :meth:`Engine.run` on an existing checkpoint continues
 it, and reaches the same archive as an uninterrupted run when the models are deterministic.
 """
@@ -28,10 +28,10 @@ from pydantic import BaseModel, Field
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.messages import Usage
 from sharpen.core.task import TaskSpec
-from sharpen.improve.budget import Budget
-from sharpen.improve.candidate import Candidate
-from sharpen.improve.evaluate import Evaluator
-from sharpen.improve.proposal import (
+from sharpen.improvement.budget import Budget
+from sharpen.improvement.candidate import Candidate
+from sharpen.improvement.evaluate import Evaluator
+from sharpen.improvement.proposal import (
     InvalidProposal,
     NothingToPropose,
     Proposal,
@@ -40,7 +40,7 @@ from sharpen.improve.proposal import (
     ProposerLLM,
     Rejection,
 )
-from sharpen.improve.state import CurvePoint, EngineState
+from sharpen.improvement.state import CurvePoint, EngineState
 from sharpen.models.base import ChatModel
 
 MAX_COMPONENT_CHARS = 6000
@@ -91,7 +91,7 @@ class Engine:
         self.on_event = on_event or (lambda _msg: None)
         self.state = EngineState.load(checkpoint) if checkpoint.exists() else EngineState()
         self.evaluator.cache = self.state.cache
-        if self.state.proposer_state and hasattr(proposer, "load_state"):
+        if self.state.proposer_state:
             proposer.load_state(self.state.proposer_state)
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -111,8 +111,7 @@ class Engine:
 
     def _save(self, rng) -> None:
         self.state.save_rng(rng)
-        if hasattr(self.proposer, "state"):
-            self.state.proposer_state = self.proposer.state()
+        self.state.proposer_state = self.proposer.state()
         self.state.save(self.checkpoint)
 
     async def _evaluate(self, spec: AgentSpec, tasks: Sequence[TaskSpec], split: str, who: str):
@@ -187,8 +186,7 @@ class Engine:
         child = proposal.spec
         child_ev = await self._evaluate(child, batch, "train", "gate: child")
         accepted = child_ev.successes > parent_ev.successes
-        if hasattr(self.proposer, "observe"):
-            self.proposer.observe(parent, proposal, accepted)
+        self.proposer.observe(parent, proposal, accepted)
         if not accepted:
             s.account.gated_out += 1
             s.rejected.setdefault(parent.hash, []).append(Rejection(

@@ -4,10 +4,10 @@ of two lineages.
 **Mutation.** Each iteration picks one component of the parent's AgentSpec — round-robin over
 ``components`` (default: the parent's own components, in order) by engine iteration — and
 shows the proposer LLM its current text, the parent's traces on the *training* minibatch with
-the environment's feedback (:func:`~sharpen.improve.proposal.reflective_dataset`), and the
+the environment's feedback (:func:`~sharpen.improvement.proposal.reflective_dataset`), and the
 parent's rejection log, so the same rejected change is not tried again. The whole prompt is
 kept within ``ctx.reflection_tokens``. The reply's fenced block becomes the component's new
-text (see :mod:`~sharpen.improve.proposers.rewrite` for the checks). A component the spec
+text (see :mod:`~sharpen.improvement.proposers.rewrite` for the checks). A component the spec
 does not have yet (``components: [guidelines]``) starts empty.
 
 **Merge.** With probability ``merge_prob``, when the archive's Pareto front holds two
@@ -16,7 +16,7 @@ recent common one), the child takes per component the text that changed from C �
 only B changed it, A's when only A did, and the one of the higher validation score when both
 did — with ``parents = [A, B]``. A merge needs no LLM call. Each pair is merged at most once
 (remembered in the proposer's checkpointed state). Parent selection from the Pareto front is
-the engine's (:meth:`~sharpen.improve.candidate.Archive.select_parent`).
+the engine's (:meth:`~sharpen.improvement.candidate.Archive.select_parent`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import register
-from sharpen.improve.candidate import Archive, Candidate
-from sharpen.improve.proposal import Proposal, ProposalContext, reflective_dataset
-from sharpen.improve.proposers.rewrite import (
+from sharpen.improvement.candidate import Archive, Candidate
+from sharpen.improvement.proposal import BaseProposer, Proposal, ProposalContext, reflective_dataset
+from sharpen.improvement.proposers.rewrite import (
     FORMAT,
     ask_for_text,
     change_line,
@@ -117,7 +117,7 @@ def merge_pairs(archive: Archive) -> list[tuple[Candidate, Candidate, Candidate]
 
 
 @register("proposer", "evolve")
-class EvolveProposer:
+class EvolveProposer(BaseProposer):
     """Args: ``components`` (names to evolve, round-robin; default all of the parent's),
     ``merge_prob`` (chance per iteration of trying a merge first, default 0.2)."""
 

@@ -9,8 +9,8 @@ for. Any gain another proposer shows over this one is the worth of its feedback.
 from __future__ import annotations
 
 from sharpen.core.registry import register
-from sharpen.improve.proposal import Proposal, ProposalContext
-from sharpen.improve.proposers.rewrite import (
+from sharpen.improvement.proposal import BaseProposer, Proposal, ProposalContext
+from sharpen.improvement.proposers.rewrite import (
     DEFAULT_COMPONENT,
     FORMAT,
     ask_for_text,
@@ -35,7 +35,7 @@ def best_of_n_prompt(name: str, current: str) -> str:
 
 
 @register("proposer", "best_of_n")
-class BestOfNProposer:
+class BestOfNProposer(BaseProposer):
     """Args: ``component`` (default ``instructions``), ``temperature`` (of the rewrite,
     default 1.0; must be > 0)."""
 
