@@ -66,7 +66,8 @@ def clustered_mean(values: np.ndarray, clusters: np.ndarray | None = None) -> Cl
         codes = np.asarray(clusters, dtype=np.int64)
         _, codes = np.unique(codes, return_inverse=True)
         g = int(codes.max()) + 1
-        sums = np.bincount(codes, weights=v - m, minlength=g)
+        # bincount with weights sums in float64; numpy's stubs type every bincount as intp.
+        sums = np.asarray(np.bincount(codes, weights=v - m, minlength=g), dtype=float)
     if g < 2:
         return ClusteredMean(mean=m, se=0.0, n_items=t, n_clusters=g)
     var = g / (g - 1) * float(np.sum(sums * sums)) / (t * t)

@@ -47,7 +47,7 @@ def t_quantile(q: float, df: float) -> float:
     return float(stdtrit(df, q))
 
 
-def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+def wilson_interval(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion; ``(0.0, 1.0)`` when ``n == 0``.
 
     Wilson stays inside [0, 1] and keeps near-nominal coverage at small n and extreme rates,

@@ -25,7 +25,7 @@ p-value), by a clause that says so.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypedDict
 
 import numpy as np
 from pydantic import BaseModel
@@ -38,6 +38,19 @@ from sharpen.stats.power import z_sum
 from sharpen.stats.taskdata import TaskTable
 
 Method = Literal["mcnemar-exact", "mcnemar-chi2", "paired-bootstrap", "none"]
+
+
+class _Common(TypedDict):
+    """The fields of a :class:`PairedComparison` that do not depend on the test chosen."""
+
+    label_a: str
+    label_b: str
+    run_a: str
+    run_b: str
+    matched_tasks: int
+    only_a: list[str]
+    only_b: list[str]
+    alpha: float
 
 
 class PairedComparison(BaseModel):
@@ -119,8 +132,8 @@ def compare_pair(
     is the only comparison — :func:`sharpen.stats.compare.compare_runs` adjusts a family."""
     ia, ib, only_a, only_b = _align(a, b)
     t = len(ia)
-    base = {"label_a": label_a, "label_b": label_b, "run_a": a.run_id, "run_b": b.run_id,
-            "matched_tasks": t, "only_a": only_a, "only_b": only_b, "alpha": alpha}
+    base: _Common = {"label_a": label_a, "label_b": label_b, "run_a": a.run_id, "run_b": b.run_id,
+                     "matched_tasks": t, "only_a": only_a, "only_b": only_b, "alpha": alpha}
     if t == 0:
         out = PairedComparison(**base, n_clusters=0, rate_a=None, rate_b=None, difference=None,
                                ci=None, p_value=1.0, p_adjusted=1.0, method="none", mde=1.0)

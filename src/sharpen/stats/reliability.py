@@ -146,6 +146,7 @@ def robustness(table: TaskTable) -> Robustness:
         pairs = [(i, by_id.get(str(table.metadata[i].get("base_task")))) for i in idx]
         paired = all(j is not None for _, j in pairs)
         rate = float(np.mean(rates[idx]))
+        base: float | None
         if paired:
             base = float(np.mean([rates[j] for _, j in pairs]))
         else:
