@@ -228,6 +228,7 @@ def test_light_listing_reads_no_messages(store: Store) -> None:
     t = make_trajectory("run-aaaa", tasks[0], spec.hash())
     store.save_trajectory(t)
     statements: list[str] = []
+    # The one use of the private engine: only it sees every statement of every connection.
     event.listen(
         store._engine, "before_cursor_execute", lambda conn, cur, stmt, *a: statements.append(stmt)
     )
@@ -281,7 +282,7 @@ def test_duplicate_save_returns_false_and_writes_nothing(store: Store) -> None:
     assert store.save_trajectory(first) is False
     assert dump_all(store, "run-aaaa") == [first.model_dump()]
     assert store.feedback_for(again.id) == []
-    with store._engine.connect() as conn:
+    with store.read() as conn:
         assert conn.exec_driver_sql("select count(*) from steps").scalar() == 2
         assert conn.exec_driver_sql("select count(*) from feedback").scalar() == 4
 
@@ -418,7 +419,7 @@ def test_sqlite_file_is_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'db' / 'sharpen.db'}")
     with sqlite3.connect(tmp_path / "db" / "sharpen.db") as con:
         assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    with store._engine.connect() as conn:
+    with store.read() as conn:
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 1000
 

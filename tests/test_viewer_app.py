@@ -148,6 +148,17 @@ def test_run_page_filters_search_and_pages(store: Store) -> None:
     assert client.get("/runs/nonexistent").status_code == 404
 
 
+def test_run_page_draws_each_verdict_with_its_mark(store: Store) -> None:
+    client = TestClient(create_app(store, per_page=50))
+    page = client.get(f"/runs/{store.ids['baseline']}").text
+    patterns = re.findall(r'<td class="pattern">([^<]*)</td>', page)
+    assert len(patterns) == 6 and all(p and set(p) <= {"✓", "✗", "E"} for p in patterns)
+    assert any("E" in p for p in patterns)  # the fixture's infra error is excluded
+    links = re.findall(r'class="traj mark-(\w+)"[^>]*>e\d+ (.)</a>', page)
+    assert links and {(c, m) for c, m in links} <= {("ok", "✓"), ("fail", "✗"), ("err", "E")}
+    assert "".join(m for _, m in links) == "".join(patterns)
+
+
 def test_runs_page_filters_and_compare(store: Store) -> None:
     client = TestClient(create_app(store))
     page = client.get("/")

@@ -188,10 +188,9 @@ def plot_env_frontier(st: Store, run_id: str, out_dir: Path, limit: int = 12) ->
     from sharpen.stats.compare import brief, brief_frontier
     from sharpen.stats.plot import plot_frontier
     from sharpen.stats.report import load_table
-    from sharpen.store.aggregate import runs_on_env
 
     rec = st.get_run(run_id)
-    others = [r for r in runs_on_env(st, rec.manifest.env.name)
+    others = [r for r in st.list_runs(200, env=rec.manifest.env.name)
               if r.manifest.env == rec.manifest.env and r.id != run_id and r.n_counted][: limit - 1]
     briefs = [brief(r.id[:8] + (" (this run)" if r.id == run_id else ""), r, load_table(st, r.id))
               for r in [rec, *others]]

@@ -11,16 +11,18 @@ from sharpen.core.registry import PluginRef
 from sharpen.stats.power import PowerModel, conservative_model, pilot_model
 from sharpen.stats.taskdata import TaskTable
 from sharpen.store import Store
-from sharpen.store.aggregate import run_aggregate, runs_on_env
+from sharpen.store.aggregate import run_aggregate
 
 BASELINE_AGENTS = ("null", "reference")
 """Agent plug-ins that are validity baselines, never pilots."""
+RECENT_RUNS = 200
+"""How many of the newest runs on the environment are considered."""
 
 
 def find_pilot(store: Store, env: PluginRef) -> PowerModel:
     """The power model from the newest comparable run in ``store``, else the conservative
     one."""
-    for rec in runs_on_env(store, env.name):
+    for rec in store.list_runs(RECENT_RUNS, env=env.name):
         if rec.manifest.env != env or rec.agent.agent.name in BASELINE_AGENTS or rec.n_counted < 2:
             continue
         table = TaskTable.from_aggregate(run_aggregate(store, rec.id))

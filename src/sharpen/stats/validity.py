@@ -23,12 +23,13 @@ from pydantic import BaseModel
 
 from sharpen.core.registry import PluginRef
 from sharpen.store import RunRecord, Store
-from sharpen.store.aggregate import runs_on_env
 
 NULL_CEILING = 0.05
 """Highest success rate the null agent may reach."""
 REFERENCE_FLOOR = 0.95
 """Lowest success rate the reference agent may reach."""
+RECENT_RUNS = 200
+"""How many of the newest runs on the environment are searched for a baseline run."""
 
 
 class ValidityCheck(BaseModel):
@@ -69,7 +70,7 @@ def check(store: Store, env: PluginRef, agent: Literal["null", "reference"],
           tasks: int | None = None) -> ValidityCheck:
     """The check of ``agent`` on ``env`` from the newest stored baseline run."""
     threshold = NULL_CEILING if agent == "null" else REFERENCE_FLOOR
-    rec, same = _pick(runs_on_env(store, env.name), env, agent)
+    rec, same = _pick(store.list_runs(RECENT_RUNS, env=env.name), env, agent)
     what = "ceiling" if agent == "null" else "floor"
     if rec is None:
         return ValidityCheck(

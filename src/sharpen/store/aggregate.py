@@ -4,10 +4,10 @@
 :func:`run_aggregate` answers, for one run, in four narrow queries inside one read
 transaction:
 
-- per task: attempts, counted attempts (outcome present and ``error_kind`` ``None`` or
-  ``agent``), successes among them, tokens, known dollars and how many attempts had an
-  unknown price, and the summed episode wall time — grouped by ``task_hash`` and joined
-  with the task's id and metadata;
+- per task: attempts, counted attempts (:data:`~sharpen.store.queries.COUNTED`: an
+  outcome, ``error_kind`` ``None`` or ``agent``), successes among them, tokens, known
+  dollars and how many attempts had an unknown price, and the summed episode wall time —
+  grouped by ``task_hash`` and joined with the task's id and metadata;
 - excluded attempts by error kind (``unscored`` for a missing outcome);
 - calibration bins of the counted attempts whose outcome components hold a
   ``"confidence"``: per tenth of [0, 1] (:data:`CONFIDENCE_BINS`), how many, their summed
@@ -40,14 +40,11 @@ from sqlalchemy import (
     cast,
     func,
     literal,
-    or_,
     select,
 )
 
-from sharpen.store.engine import read_begin
-from sharpen.store.queries import run_records, run_rows
-from sharpen.store.records import RunRecord
-from sharpen.store.schema import feedback, runs
+from sharpen.store.queries import COUNTED, SOLVED
+from sharpen.store.schema import feedback
 from sharpen.store.schema import tasks as task_table
 from sharpen.store.schema import trajectories as _T
 from sharpen.store.store import Store
@@ -123,10 +120,6 @@ class RunAggregate:
     """Feedback records with source ``safety`` on the run's trajectories."""
 
 
-def _counted() -> ColumnElement[bool]:
-    return and_(_T.c.success.is_not(None), or_(_T.c.error_kind.is_(None), _T.c.error_kind == "agent"))
-
-
 def _seconds(dialect: str) -> ColumnElement[Any] | None:
     """SQL for one episode's wall seconds, or ``None`` when the dialect needs Python."""
     if dialect == "sqlite":
@@ -138,21 +131,19 @@ def _seconds(dialect: str) -> ColumnElement[Any] | None:
 
 def run_aggregate(store: Store, run_id: str) -> RunAggregate:
     """The :class:`RunAggregate` of ``run_id`` (empty for a run without trajectories)."""
-    engine = store._engine  # same package: the store's one engine
-    with read_begin(engine) as conn:
+    with store.read() as conn:
         return _aggregate(conn, run_id)
 
 
 def _aggregate(conn: Connection, run_id: str) -> RunAggregate:
-    counted = _counted()
     seconds = _seconds(conn.dialect.name)
     sec_col = func.coalesce(func.sum(seconds), 0.0) if seconds is not None else literal(0.0)
     per_task = (
         select(
             _T.c.task_hash.label("task_hash"),
             func.count().label("attempts"),
-            func.sum(case((counted, 1), else_=0)).label("counted"),
-            func.sum(case((and_(counted, _T.c.success.is_(True)), 1), else_=0)).label("successes"),
+            func.sum(case((COUNTED, 1), else_=0)).label("counted"),
+            func.sum(case((SOLVED, 1), else_=0)).label("successes"),
             func.sum(_T.c.input_tokens).label("input_tokens"),
             func.sum(_T.c.output_tokens).label("output_tokens"),
             func.coalesce(func.sum(_T.c.cost_usd), 0.0).label("cost_usd"),
@@ -181,10 +172,10 @@ def _aggregate(conn: Connection, run_id: str) -> RunAggregate:
         agg.tasks = _python_seconds(conn, run_id, agg.tasks)
     kind = func.coalesce(_T.c.error_kind, "unscored")
     for k, n in conn.execute(
-        select(kind, func.count()).where(_T.c.run_id == run_id, ~counted).group_by(kind)
+        select(kind, func.count()).where(_T.c.run_id == run_id, ~COUNTED).group_by(kind)
     ):
         agg.errors[str(k)] = int(n)
-    agg.calibration = _calibration(conn, run_id, counted)
+    agg.calibration = _calibration(conn, run_id)
     n_traj, n_rec = conn.execute(
         select(func.count(func.distinct(feedback.c.trajectory_id)), func.count())
         .select_from(feedback.join(_T, _T.c.id == feedback.c.trajectory_id))
@@ -203,8 +194,8 @@ def _raw_confidence(dialect: str) -> ColumnElement[Any] | None:
     return None
 
 
-def _calibration(conn: Connection, run_id: str, counted: ColumnElement[bool]) -> list[CalibrationBin]:
-    has = and_(_T.c.run_id == run_id, counted, _T.c.components.like('%"confidence"%'))
+def _calibration(conn: Connection, run_id: str) -> list[CalibrationBin]:
+    has = and_(_T.c.run_id == run_id, COUNTED, _T.c.components.like('%"confidence"%'))
     dialect = conn.dialect.name
     raw = _raw_confidence(dialect)
     sums: dict[int, list[float]] = {}
@@ -254,9 +245,3 @@ def _python_seconds(conn: Connection, run_id: str, tasks: list[TaskAggregate]) -
         out.append(TaskAggregate(**d))
     return out
 
-
-def runs_on_env(store: Store, env: str, limit: int = 200) -> list[RunRecord]:
-    """The newest ``limit`` runs whose environment is named ``env``, newest first, with
-    their trajectory counts (no trajectory is loaded)."""
-    with read_begin(store._engine) as conn:
-        return run_records(conn, run_rows(conn, runs.c.env == env, limit=limit))

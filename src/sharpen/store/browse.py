@@ -1,30 +1,32 @@
 """Paged, filtered reads for browsing a store (what ``sharpen view`` shows).
 
 Every function takes a :class:`~sharpen.store.store.Store`, opens one short read
-transaction, and touches only the narrow columns plus the page it returns: a run page reads
-the light trajectory columns of one page of tasks; a trajectory page reads one page of
-steps. Nothing here writes; annotations go through :meth:`Store.add_feedback`.
+transaction (:meth:`Store.read`), and touches only the narrow columns plus the page it
+returns: a run page reads the light trajectory columns of one page of tasks; a trajectory
+page reads one page of steps. Nothing here writes; annotations go through
+:meth:`Store.add_feedback`. Runs are listed by :meth:`Store.list_runs`.
+
+Results are typed data: an attempt carries its :data:`~sharpen.store.records.Verdict`
+(computed in SQL by :data:`~sharpen.store.queries.VERDICT`, the rule every rate uses), never
+a glyph; drawing it is the viewer's and the CLI's business.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, and_, case, exists, func, or_, select
+from sqlalchemy import Row, and_, case, exists, func, or_, select
 
-from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.feedback import Feedback
-from sharpen.core.manifest import RunManifest
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Step
 from sharpen.store import codec
-from sharpen.store.engine import read_begin
-from sharpen.store.queries import TASK_COLUMNS, task_of
-from sharpen.store.schema import agent_specs, feedback, run_tasks, runs, steps
+from sharpen.store.queries import COUNTED, SOLVED, TASK_COLUMNS, VERDICT, task_of
+from sharpen.store.records import Verdict
+from sharpen.store.schema import feedback, run_tasks, steps
 from sharpen.store.schema import tasks as task_table
 from sharpen.store.schema import trajectories as _T
 from sharpen.store.store import Store
@@ -32,147 +34,23 @@ from sharpen.store.store import Store
 SEARCH_LIMIT = 500
 """At most this many trajectories match a full-text search (LIKE over the messages JSON)."""
 
-_COUNTED = and_(_T.c.success.is_not(None), or_(_T.c.error_kind.is_(None), _T.c.error_kind == "agent"))
 _LIGHT = [c for c in _T.c if c.name != "messages"]
-
-
-def _engine(store: Store) -> Engine:
-    return store._engine  # the store package's own engine; read-only use
-
-
-# -- runs -----------------------------------------------------------------------------------
-
-
-@dataclass
-class RunRow:
-    """One run as the runs page lists it."""
-
-    id: str
-    created_at: datetime
-    env: str
-    status: str
-    agent_hash: str
-    agent_name: str
-    model: str
-    n_tasks: int
-    epochs: int
-    n_trajectories: int = 0
-    n_success: int = 0
-    n_counted: int = 0
-    n_errors: int = 0
-    cost_usd: float | None = 0.0
-    seconds: float | None = None
-    parents: list[str] = field(default_factory=list)
-
-    @property
-    def success_rate(self) -> float | None:
-        return self.n_success / self.n_counted if self.n_counted else None
-
-
-RUN_SORTS = ("created", "success", "cost", "env", "model", "status")
-"""Sort keys of :func:`list_runs`."""
-
-
-def list_runs(
-    store: Store,
-    *,
-    env: str | None = None,
-    model: str | None = None,
-    status: str | None = None,
-    sort: str = "created",
-    descending: bool = True,
-    limit: int = 200,
-) -> list[RunRow]:
-    """Runs with aggregate counts, cost and wall time, filtered and sorted (newest first by
-    default). The model filter matches the model name as a substring."""
-    query = (
-        select(runs.c.id, runs.c.created_at, runs.c.env, runs.c.status, runs.c.agent_hash,
-               runs.c.n_tasks, runs.c.epochs, runs.c.summary, agent_specs.c.name,
-               agent_specs.c.spec, agent_specs.c.parents)
-        .join(agent_specs, agent_specs.c.hash == runs.c.agent_hash)
-        .order_by(runs.c.created_at.desc(), runs.c.id.desc())
-    )
-    if env:
-        query = query.where(runs.c.env == env)
-    if status:
-        query = query.where(runs.c.status == status)
-    out: list[RunRow] = []
-    with read_begin(_engine(store)) as conn:
-        for r in conn.execute(query):
-            spec = json.loads(r.spec)
-            model_name = str(spec.get("model", {}).get("name", "?"))
-            model_args = spec.get("model", {}).get("args") or {}
-            if model_args.get("model"):
-                model_name = f"{model_name}:{model_args['model']}"
-            if model and model.lower() not in model_name.lower():
-                continue
-            summary = codec.loads(r.summary) or {}
-            out.append(RunRow(
-                id=r.id, created_at=r.created_at, env=r.env, status=r.status,
-                agent_hash=r.agent_hash, agent_name=r.name, model=model_name,
-                n_tasks=r.n_tasks, epochs=r.epochs, seconds=summary.get("wall_seconds"),
-                parents=json.loads(r.parents),
-            ))
-            if len(out) >= limit and sort == "created":
-                break
-        ids = [r.id for r in out]
-        if ids:
-            agg = conn.execute(
-                select(
-                    _T.c.run_id, func.count(),
-                    func.coalesce(func.sum(case((_T.c.success.is_(True), 1), else_=0)), 0),
-                    func.coalesce(func.sum(case((_COUNTED, 1), else_=0)), 0),
-                    func.sum(_T.c.cost_usd), func.count(_T.c.cost_usd),
-                    func.min(_T.c.started_at), func.max(_T.c.ended_at),
-                ).where(_T.c.run_id.in_(ids)).group_by(_T.c.run_id)
-            )
-            by_id = {r.id: r for r in out}
-            for run_id, n, s, c, cost, n_cost, start, end in agg:
-                row = by_id[run_id]
-                row.n_trajectories, row.n_success, row.n_counted = int(n), int(s), int(c)
-                row.n_errors = int(n) - int(c)
-                row.cost_usd = None if n_cost < n else float(cost or 0.0)
-                if row.seconds is None and start is not None and end is not None:
-                    row.seconds = (_as_dt(end) - _as_dt(start)).total_seconds()
-    keys = {
-        "created": lambda r: (r.created_at, r.id),
-        "success": lambda r: (r.success_rate if r.success_rate is not None else -1.0),
-        "cost": lambda r: (r.cost_usd if r.cost_usd is not None else float("inf")),
-        "env": lambda r: r.env,
-        "model": lambda r: r.model,
-        "status": lambda r: r.status,
-    }
-    out.sort(key=keys.get(sort, keys["created"]), reverse=descending)
-    return out[:limit]
-
-
-def _as_dt(value: Any) -> datetime:
-    return datetime.fromisoformat(value) if isinstance(value, str) else value
-
-
-def run_header(store: Store, run_id: str) -> tuple[RunManifest, AgentSpec, str] | None:
-    """The run's manifest, agent spec and status; ``None`` for an unknown run."""
-    with read_begin(_engine(store)) as conn:
-        r = conn.execute(
-            select(runs.c.manifest, runs.c.status, agent_specs.c.spec)
-            .join(agent_specs, agent_specs.c.hash == runs.c.agent_hash)
-            .where(runs.c.id == run_id)
-        ).first()
-    if r is None:
-        return None
-    return (RunManifest.model_validate_json(r.manifest), AgentSpec.model_validate_json(r.spec),
-            r.status)
+_ATTEMPT = [_T.c.id, _T.c.epoch, VERDICT.label("verdict"), _T.c.success, _T.c.reward,
+            _T.c.error_kind, _T.c.n_steps, _T.c.cost_usd, _T.c.input_tokens, _T.c.output_tokens]
+"""The columns of a :class:`TrajRow`."""
 
 
 # -- a run's tasks ----------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrajRow:
     """One trajectory, light (no messages, no steps)."""
 
     id: str
     epoch: int
+    verdict: Verdict
+    """How the success rate counts it."""
     success: bool | None
     reward: float | None
     error_kind: str | None
@@ -181,25 +59,22 @@ class TrajRow:
     input_tokens: int
     output_tokens: int
 
-    @property
-    def mark(self) -> str:
-        """``✓`` solved, ``✗`` failed, ``E`` excluded (error not the agent's, or no outcome)."""
-        if self.success is None or self.error_kind not in (None, "agent"):
-            return "E"
-        return "✓" if self.success else "✗"
+    @classmethod
+    def of(cls, row: Row[Any]) -> TrajRow:
+        """The TrajRow of a row selected with :data:`_ATTEMPT`'s columns."""
+        return cls(id=row.id, epoch=row.epoch, verdict=row.verdict, success=row.success,
+                   reward=row.reward, error_kind=row.error_kind, n_steps=row.n_steps,
+                   cost_usd=row.cost_usd, input_tokens=row.input_tokens,
+                   output_tokens=row.output_tokens)
 
 
 @dataclass
 class TaskRow:
-    """One task of a run with all its epochs."""
+    """One task of a run with all its epochs (in epoch order)."""
 
     task: TaskSpec
     task_hash: str
     trajectories: list[TrajRow]
-
-    @property
-    def pattern(self) -> str:
-        return "".join(t.mark for t in self.trajectories)
 
 
 @dataclass
@@ -253,7 +128,7 @@ def run_page(
     """
     page = max(1, page)
     conds = _trajectory_filter(run_id, failed=failed, error_kind=error_kind, source=source)
-    with read_begin(_engine(store)) as conn:
+    with store.read() as conn:
         if search:
             matched = (
                 select(_T.c.task_hash)
@@ -273,8 +148,7 @@ def run_page(
             .offset((page - 1) * per_page)
         ).scalars())
         rows = list(conn.execute(
-            select(_T.c.id, _T.c.task_hash, _T.c.epoch, _T.c.success, _T.c.reward, _T.c.error_kind,
-                   _T.c.n_steps, _T.c.cost_usd, _T.c.input_tokens, _T.c.output_tokens)
+            select(_T.c.task_hash, *_ATTEMPT)
             .where(_T.c.run_id == run_id, _T.c.task_hash.in_(page_hashes))
             .order_by(_T.c.epoch, _T.c.id)
         ))
@@ -282,10 +156,7 @@ def run_page(
         specs = {r["hash"]: codec.task_from_row(r) for r in task_rows}
     by_task: dict[str, list[TrajRow]] = {h: [] for h in page_hashes}
     for r in rows:
-        by_task[r.task_hash].append(TrajRow(
-            id=r.id, epoch=r.epoch, success=r.success, reward=r.reward, error_kind=r.error_kind,
-            n_steps=r.n_steps, cost_usd=r.cost_usd, input_tokens=r.input_tokens,
-            output_tokens=r.output_tokens))
+        by_task[r.task_hash].append(TrajRow.of(r))
     tasks = [TaskRow(task=specs[h], task_hash=h, trajectories=by_task[h]) for h in page_hashes]
     return RunPage(tasks=tasks, total=int(total), page=page, per_page=per_page)
 
@@ -294,11 +165,11 @@ def success_by_difficulty(store: Store, run_id: str) -> list[tuple[str, int, int
     """``(difficulty, successes, counted)`` per difficulty label of the run's tasks
     (``TaskSpec.metadata["difficulty"]``, else ``knobs["difficulty"]``); empty when no task
     has one."""
-    with read_begin(_engine(store)) as conn:
+    with store.read() as conn:
         rows = conn.execute(
             select(task_table.c.metadata, task_table.c.knobs,
-                   func.coalesce(func.sum(case((_T.c.success.is_(True), 1), else_=0)), 0),
-                   func.coalesce(func.sum(case((_COUNTED, 1), else_=0)), 0))
+                   func.coalesce(func.sum(case((SOLVED, 1), else_=0)), 0),
+                   func.coalesce(func.sum(case((COUNTED, 1), else_=0)), 0))
             .join(task_table, task_table.c.hash == _T.c.task_hash)
             .where(_T.c.run_id == run_id)
             .group_by(_T.c.task_hash, task_table.c.metadata, task_table.c.knobs)
@@ -346,7 +217,7 @@ def trajectory_page(
     """Page ``page`` (1-based) of the trajectory's steps; ``None`` for an unknown id."""
     page = max(1, page)
     lo, hi = (page - 1) * per_page, page * per_page
-    with read_begin(_engine(store)) as conn:
+    with store.read() as conn:
         r = conn.execute(
             select(*_LIGHT, *TASK_COLUMNS)
             .join(task_table, task_table.c.hash == _T.c.task_hash)
@@ -385,14 +256,14 @@ def trajectory_page(
 
 def feedback_record(store: Store, feedback_id: str) -> Feedback | None:
     """One feedback record by id."""
-    with read_begin(_engine(store)) as conn:
+    with store.read() as conn:
         r = conn.execute(select(feedback).where(feedback.c.id == feedback_id)).mappings().first()
     return None if r is None else codec.feedback_from_row(r)
 
 
 def feedback_by_source(store: Store, source: str, *, batch_size: int = 1000) -> list[Feedback]:
     """Every feedback record from ``source`` (e.g. ``"human"``), oldest first."""
-    with read_begin(_engine(store)) as conn:
+    with store.read() as conn:
         rows = conn.execute(
             select(feedback).where(feedback.c.source == source)
             .order_by(feedback.c.created_at, feedback.c.id)
@@ -403,19 +274,19 @@ def feedback_by_source(store: Store, source: str, *, batch_size: int = 1000) -> 
 
 def feedback_sources(store: Store, run_id: str) -> list[str]:
     """The feedback sources present on the run's trajectories."""
-    with read_begin(_engine(store)) as conn:
+    with store.read() as conn:
         return sorted(conn.execute(
             select(feedback.c.source).distinct()
             .where(feedback.c.trajectory_id.in_(select(_T.c.id).where(_T.c.run_id == run_id)))
         ).scalars())
 
 
-# -- comparison ------------------------------------------------------------------------------------
+# -- two runs, task by task ---------------------------------------------------------------------
 
 
 @dataclass
-class TaskDelta:
-    """One task's results in two runs."""
+class PairedTask:
+    """One task's attempts in two runs (each in epoch order)."""
 
     task: TaskSpec
     task_hash: str
@@ -424,32 +295,33 @@ class TaskDelta:
 
     @staticmethod
     def _rate(rows: Sequence[TrajRow]) -> float | None:
-        counted = [r for r in rows if r.mark != "E"]
-        return sum(r.mark == "✓" for r in counted) / len(counted) if counted else None
+        counted = [r for r in rows if r.verdict != "excluded"]
+        return sum(r.verdict == "pass" for r in counted) / len(counted) if counted else None
 
     @property
     def rate_a(self) -> float | None:
+        """Success rate of the task in run A (``None`` when no attempt counts)."""
         return self._rate(self.a)
 
     @property
     def rate_b(self) -> float | None:
+        """Success rate of the task in run B."""
         return self._rate(self.b)
 
     @property
     def delta(self) -> float | None:
+        """``rate_b - rate_a``; ``None`` when either is."""
         if self.rate_a is None or self.rate_b is None:
             return None
         return self.rate_b - self.rate_a
 
 
-def compare_runs(store: Store, run_a: str, run_b: str) -> list[TaskDelta]:
-    """Per-task success in both runs, for the tasks both ran; regressions (b worse than a)
-    first, then unchanged, then improvements."""
-    with read_begin(_engine(store)) as conn:
+def paired_tasks(store: Store, run_a: str, run_b: str) -> list[PairedTask]:
+    """The attempts of every task both runs ran (matched by task hash), ordered by task
+    hash. The statistics of a comparison are :func:`sharpen.stats.compare.compare_runs`'."""
+    with store.read() as conn:
         rows = list(conn.execute(
-            select(_T.c.id, _T.c.run_id, _T.c.task_hash, _T.c.epoch, _T.c.success, _T.c.reward,
-                   _T.c.error_kind, _T.c.n_steps, _T.c.cost_usd, _T.c.input_tokens,
-                   _T.c.output_tokens)
+            select(_T.c.run_id, _T.c.task_hash, *_ATTEMPT)
             .where(_T.c.run_id.in_([run_a, run_b]))
             .order_by(_T.c.epoch, _T.c.id)
         ))
@@ -459,10 +331,5 @@ def compare_runs(store: Store, run_a: str, run_b: str) -> list[TaskDelta]:
     a: dict[str, list[TrajRow]] = {}
     b: dict[str, list[TrajRow]] = {}
     for r in rows:
-        t = TrajRow(id=r.id, epoch=r.epoch, success=r.success, reward=r.reward,
-                    error_kind=r.error_kind, n_steps=r.n_steps, cost_usd=r.cost_usd,
-                    input_tokens=r.input_tokens, output_tokens=r.output_tokens)
-        (a if r.run_id == run_a else b).setdefault(r.task_hash, []).append(t)
-    out = [TaskDelta(task=specs[h], task_hash=h, a=a[h], b=b[h]) for h in a if h in b]
-    out.sort(key=lambda d: (d.delta if d.delta is not None else 0.0, d.task.id))
-    return out
+        (a if r.run_id == run_a else b).setdefault(r.task_hash, []).append(TrajRow.of(r))
+    return [PairedTask(task=specs[h], task_hash=h, a=a[h], b=b[h]) for h in sorted(a) if h in b]

@@ -1,6 +1,10 @@
-"""Queries the Store composes: portable insert-or-ignore, run aggregates, batch loaders.
+"""Queries the Store composes: the counting rule, portable insert-or-ignore, run records,
+batch loaders.
 
-Each function takes an open Connection (inside the caller's transaction) and never commits.
+:data:`COUNTED` and :data:`SOLVED` are the one SQL form of
+:attr:`~sharpen.core.outcome.Outcome.counts`: every rate the store computes (run records, the
+viewer's pages, the statistics' aggregates) counts through them. Each function takes an open
+Connection (inside the caller's transaction) and never commits.
 """
 
 from __future__ import annotations
@@ -8,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, Row, Table, and_, case, func, insert, or_, select
+from sqlalchemy import ColumnElement, Connection, Row, Table, and_, case, func, insert, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -30,6 +34,19 @@ TASK_COLUMNS = [
     task_table.c.metadata.label("t_metadata"),
 ]
 """The ``tasks`` columns joined onto trajectory rows, labelled ``t_*``."""
+
+COUNTED: ColumnElement[bool] = and_(
+    _T.c.success.is_not(None), or_(_T.c.error_kind.is_(None), _T.c.error_kind == "agent")
+)
+"""A ``trajectories`` row counts toward the success rate: it has an outcome, and the outcome's
+``error_kind`` is ``None`` or ``"agent"`` (env, infra, judge and user_sim failures are not the
+agent's). The SQL form of :attr:`Outcome.counts <sharpen.core.outcome.Outcome.counts>`."""
+
+SOLVED: ColumnElement[bool] = and_(COUNTED, _T.c.success.is_(True))
+"""A counted row whose outcome is a success: the numerator of every success rate."""
+
+VERDICT: ColumnElement[str] = case((SOLVED, "pass"), (COUNTED, "fail"), else_="excluded")
+"""A row's :data:`~sharpen.store.records.Verdict`, computed in SQL by the same rule."""
 
 
 def unique_tasks(items: Iterable[TaskSpec]) -> list[TaskSpec]:
@@ -61,54 +78,62 @@ def insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) ->
                 conn.execute(insert(table), [row])
 
 
-def run_rows(conn: Connection, where: Any, *, limit: int) -> list[Row[Any]]:
-    """Runs (with their spec JSON as ``agent_spec``) matching ``where``, newest first."""
+def run_rows(conn: Connection, where: Any, *, limit: int | None) -> list[Row[Any]]:
+    """Runs (with their spec JSON as ``agent_spec``) matching ``where`` (``None``: all),
+    newest first, at most ``limit`` (``None``: no limit)."""
     query = (
         select(runs, agent_specs.c.spec.label("agent_spec"))
         .join(agent_specs, agent_specs.c.hash == runs.c.agent_hash)
         .order_by(runs.c.created_at.desc(), runs.c.id.desc())
-        .limit(limit)
     )
+    if limit is not None:
+        query = query.limit(limit)
     if where is not None:
         query = query.where(where)
     return list(conn.execute(query))
 
 
 def run_records(conn: Connection, rows: list[Row[Any]]) -> list[RunRecord]:
-    """RunRecords for ``rows``, counting their trajectories in one grouped query."""
+    """RunRecords for ``rows`` (from :func:`run_rows`), their counts, cost and time span
+    aggregated over their trajectories in one grouped query."""
     ids = [r.id for r in rows]
-    counted = and_(
-        _T.c.success.is_not(None), or_(_T.c.error_kind.is_(None), _T.c.error_kind == "agent")
-    )
-    counts: dict[str, tuple[int, int, int]] = {}
+    sums: dict[str, dict[str, Any]] = {}
     if ids:
         agg = conn.execute(
             select(
                 _T.c.run_id,
-                func.count(),
-                func.coalesce(func.sum(case((_T.c.success.is_(True), 1), else_=0)), 0),
-                func.coalesce(func.sum(case((counted, 1), else_=0)), 0),
+                func.count().label("n_trajectories"),
+                func.coalesce(func.sum(case((SOLVED, 1), else_=0)), 0).label("n_success"),
+                func.coalesce(func.sum(case((COUNTED, 1), else_=0)), 0).label("n_counted"),
+                func.sum(_T.c.cost_usd).label("cost"),
+                func.count(_T.c.cost_usd).label("n_priced"),
+                func.min(_T.c.started_at).label("first_started_at"),
+                func.max(_T.c.ended_at).label("last_ended_at"),
             )
             .where(_T.c.run_id.in_(ids))
             .group_by(_T.c.run_id)
+        ).mappings()
+        for a in agg:
+            n = int(a["n_trajectories"])
+            sums[a["run_id"]] = {
+                "n_trajectories": n, "n_success": int(a["n_success"]),
+                "n_counted": int(a["n_counted"]),
+                # Known only when every attempt's cost is: a partial sum would understate it.
+                "cost_usd": float(a["cost"] or 0.0) if a["n_priced"] == n else None,
+                "first_started_at": a["first_started_at"], "last_ended_at": a["last_ended_at"],
+            }
+    return [
+        RunRecord(
+            manifest=codec.manifest_from_row(r._mapping),
+            agent=codec.agent_spec_from_row({"spec": r.agent_spec}),
+            status=r.status,
+            summary=codec.loads(r.summary),
+            created_at=r.created_at,
+            n_tasks=r.n_tasks,
+            **sums.get(r.id, {}),
         )
-        counts = {run_id: (int(n), int(s), int(c)) for run_id, n, s, c in agg}
-    out = []
-    for r in rows:
-        n, s, c = counts.get(r.id, (0, 0, 0))
-        out.append(
-            RunRecord(
-                manifest=codec.manifest_from_row(r._mapping),
-                agent=codec.agent_spec_from_row({"spec": r.agent_spec}),
-                status=r.status,
-                summary=codec.loads(r.summary),
-                created_at=r.created_at,
-                n_trajectories=n,
-                n_success=s,
-                n_counted=c,
-            )
-        )
-    return out
+        for r in rows
+    ]
 
 
 def task_of(row: Any) -> TaskSpec:

@@ -9,6 +9,7 @@ SQLite file (a killed run and its resume, a viewer adding feedback): every write
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Self
 
 from sqlalchemy import Connection, and_, delete, func, insert, select, tuple_, update
@@ -84,6 +85,13 @@ class Store:
     def close(self) -> None:
         """Release every pooled connection. The Store must not be used afterwards."""
         self._engine.dispose()
+
+    def read(self) -> AbstractContextManager[Connection]:
+        """A connection inside one short read transaction (one consistent snapshot), for the
+        store's own query modules (:mod:`~sharpen.store.browse`,
+        :mod:`~sharpen.store.aggregate`) and for tools that inspect the database. Nothing may
+        be written through it; writes go through the methods of this class."""
+        return read_begin(self._engine)
 
     # -- agent specs and runs -------------------------------------------------------------
 
@@ -191,10 +199,16 @@ class Store:
                 raise UserError(f"no run {run_id!r} in {self.url}", RUNS_FIX)
             return run_records(conn, rows)[0]
 
-    def list_runs(self, limit: int = 50) -> list[RunRecord]:
-        """The newest ``limit`` runs, newest first, with trajectory counts."""
+    def list_runs(
+        self, limit: int | None = 50, *, env: str | None = None, status: str | None = None
+    ) -> list[RunRecord]:
+        """The newest ``limit`` runs (``None``: all), newest first, with their counts, cost and
+        time span; only those on environment ``env`` and with ``status`` (a
+        :data:`RunStatus`; any other string matches no run) when given."""
+        conds = [c for c in (runs.c.env == env if env else None,
+                             runs.c.status == status if status else None) if c is not None]
         with read_begin(self._engine) as conn:
-            return run_records(conn, run_rows(conn, None, limit=limit))
+            return run_records(conn, run_rows(conn, and_(*conds) if conds else None, limit=limit))
 
     def tasks_for(self, run_id: str) -> list[TaskSpec]:
         """The run's tasks in the order :meth:`create_run` received them (duplicates once)."""

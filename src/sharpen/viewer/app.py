@@ -18,12 +18,27 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from sharpen.core.errors import UserError
 from sharpen.improvement.folder import experiments_base
 from sharpen.stats.intervals import wilson_interval
+from sharpen.store.records import Verdict
 from sharpen.store.store import Store
 from sharpen.viewer.security import CSRF_FIELD, csrf_guard, security_middleware
 
 HERE = Path(__file__).resolve().parent
 HTMX_VERSION = "1.9.12"
 """The vendored ``static/htmx.min.js`` (npm package ``htmx.org``, Zero-Clause BSD)."""
+
+
+MARKS: dict[Verdict, tuple[str, str]] = {
+    "pass": ("✓", "ok"), "fail": ("✗", "fail"), "excluded": ("E", "err")}
+"""An attempt's verdict as the pages draw it: its mark and the suffix of its CSS class
+(``mark-ok``, ``mark-fail``, ``mark-err``)."""
+
+
+def _mark(verdict: Verdict) -> str:
+    return MARKS[verdict][0]
+
+
+def _mark_class(verdict: Verdict) -> str:
+    return MARKS[verdict][1]
 
 
 def _pct(value: float | None) -> str:
@@ -68,7 +83,8 @@ def make_templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(pct=_pct, cost=_cost, secs=_secs, when=_when)
+    env.filters.update(pct=_pct, cost=_cost, secs=_secs, when=_when, mark=_mark,
+                       mark_class=_mark_class)
     env.globals.update(wilson=_wilson, with_page=_with_page, csrf_field=CSRF_FIELD, htmx_version=HTMX_VERSION)
     return Jinja2Templates(env=env)
 
