@@ -226,8 +226,8 @@ class GymnasiumEnv(BaseEnvironment):
             return StepResult(observation="The episode is over.", terminated=ep.terminated,
                               truncated=ep.truncated, info={"invalid": True, "reason": "episode over"})
         if action.tool != ACT.name:
-            why = f"Unknown tool {action.tool!r}. The only tool is `act`, with one argument `action`."
-            return StepResult(observation=why, info={"invalid": True, "reason": why})
+            unknown = f"Unknown tool {action.tool!r}. The only tool is `act`, with one argument `action`."
+            return StepResult(observation=unknown, info={"invalid": True, "reason": unknown})
         parsed, why = self.parse(ep.env, action.arguments.get("action"))
         if why is not None:
             return StepResult(observation=why, info={"invalid": True, "reason": why})

@@ -32,7 +32,7 @@ import string
 import threading
 import weakref
 from collections.abc import Coroutine
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium
 from gymnasium import spaces
@@ -112,8 +112,9 @@ def parse_action(text: str, tools: list) -> Action:
 class SharpenGymEnv(gymnasium.Env):
     """The sharpen env ``env_name`` (built from ``env_args``) as a Gymnasium env."""
 
-    # render_fps means nothing for text, but Gymnasium's checker warns without one
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    # render_fps means nothing for text, but Gymnasium's checker warns without one. Not a
+    # ClassVar: gymnasium.Env declares metadata a plain attribute, and an override must match.
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012
 
     def __init__(self, env_name: str, split: str = "train", n_tasks: int = 50,
                  render_mode: str | None = None, **env_args: Any) -> None:

@@ -174,20 +174,24 @@ async def check_on_host(sandbox: LocalSandbox, program: str, problem: CodeProble
     loop = asyncio.get_running_loop()
     verdict: asyncio.Future[dict[str, Any]] = loop.create_future()
 
-    def hand_over(report: dict[str, Any] | None, exc: BaseException | None) -> None:
-        if not verdict.done():
-            verdict.set_result(report) if exc is None else verdict.set_exception(exc)
+    def hand_over(outcome: dict[str, Any] | BaseException) -> None:
+        if verdict.done():
+            return
+        if isinstance(outcome, BaseException):
+            verdict.set_exception(outcome)
+        else:
+            verdict.set_result(outcome)
 
     def job() -> None:
         last = None
         try:
             report, last = check(sandbox, program, problem, timeout, preload)
-            outcome: tuple[dict[str, Any] | None, BaseException | None] = (report, None)
+            outcome: dict[str, Any] | BaseException = report
         except BaseException as exc:  # noqa: BLE001 - handed over to the awaiting task
-            outcome = (None, exc)
+            outcome = exc
         try:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(hand_over, *outcome)
+                loop.call_soon_threadsafe(hand_over, outcome)
         finally:
             try:
                 if last is not None:

@@ -159,7 +159,7 @@ async def run_tests(
     this process and only the candidate's worker in the sandbox
     (:mod:`sharpen.envs.code.checking`); otherwise the whole harness runs in the sandbox."""
     sandbox = sandbox_factory()
-    if getattr(sandbox, "forks_preloads", False):
+    if isinstance(sandbox, LocalSandbox) and sandbox.forks_preloads:
         try:
             await sandbox.write_file("solution.py", program)
         except BaseException:

@@ -144,7 +144,8 @@ def _attempt(rng: random.Random, knobs: dict[str, Any]) -> Deal:
     """One draw; every value is drawn in a fixed order whatever the knobs say, so changing
     one knob does not reshuffle the others."""
     item, base = rng.choice(ITEMS)
-    role_draw = rng.choice(("buyer", "seller"))
+    roles: tuple[Role, Role] = ("buyer", "seller")
+    role_draw = rng.choice(roles)
     strategy_draw = rng.random()
     mid = base * rng.uniform(0.85, 1.15)
     width = max(2, round(base * knobs["zopa_width"] * rng.uniform(0.8, 1.2)))

@@ -252,8 +252,8 @@ class ShellVerifier(BaseVerifier):
 
     def __init__(self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
                  max_commands: int = 10, command_timeout: float = 5.0) -> None:
-        self.args = {"difficulty": difficulty, "knobs": knobs, "max_commands": max_commands,
-                     "command_timeout": command_timeout}
+        self.args: dict[str, Any] = {"difficulty": difficulty, "knobs": knobs,
+                                     "max_commands": max_commands, "command_timeout": command_timeout}
 
     async def score(self, trajectory: Trajectory) -> Outcome:
         env = ShellEnv(**self.args)

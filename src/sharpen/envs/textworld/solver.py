@@ -41,7 +41,8 @@ def _path(world: World, a: str, b: str) -> list[str]:
             if nxt not in prev:
                 prev[nxt] = room
                 queue.append(nxt)
-    out, cur = [], b
+    out: list[str] = []
+    cur: str | None = b
     while cur is not None:
         out.append(cur)
         cur = prev[cur]
@@ -98,8 +99,9 @@ def solve(world: World, state: State | None = None, max_states: int = 200_000) -
     if world.goal_reached(start):
         return []
     rooms = relevant_rooms(world, start)
-    openable = {start.location(o) for o in world.family_objects} | {world.goal.destination}
-    openable = {r for r in openable if r in world.receptacles and world.receptacles[r].container}
+    places = {start.location(o) for o in world.family_objects} | {world.goal.destination}
+    openable = {r for r in places
+                if r is not None and r in world.receptacles and world.receptacles[r].container}
     prev: dict[State, tuple[State, str] | None] = {start: None}
     queue = deque([start])
     while queue:

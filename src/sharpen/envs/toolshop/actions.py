@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from sharpen.envs.toolshop import tools as t
@@ -257,7 +258,7 @@ def update_address(conn: sqlite3.Connection, customer_id: str, street: str, city
     return {"customer_id": customer_id, "address": address}
 
 
-HANDLERS = {
+HANDLERS: dict[str, Callable[..., Any]] = {
     t.FIND_CUSTOMER.name: find_customer, t.LIST_ORDERS.name: list_orders,
     t.GET_ORDER.name: get_order, t.GET_PRODUCT.name: get_product,
     t.CANCEL_ORDER.name: cancel_order, t.RETURN_ITEMS.name: return_items,

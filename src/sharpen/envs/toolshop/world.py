@@ -118,7 +118,9 @@ class ShopBuilder:
         if self.rng.random() < 0.6:
             kinds.append("gift_card")
         for kind in kinds:
-            mid = self.unique(lambda k=kind: f"{k}_{self.digits(7)}")
+            def method_id(k: str = kind) -> str:
+                return f"{k}_{self.digits(7)}"
+            mid = self.unique(method_id)
             label = {"credit_card": f"visa ending {self.digits(4)}", "paypal": "paypal account",
                      "gift_card": "gift card"}[kind]
             balance = self.rng.randrange(20, 301) * 100 if kind == "gift_card" else None

@@ -47,6 +47,10 @@ _LIBC = ctypes.CDLL(None, use_errno=True)  # at import: a fork server's children
 class CandidateProtocolError(Exception):
     """The candidate returned something that cannot cross the RPC."""
 
+    sharpen_message: str
+    """What the test report says (set before raising; read back with ``getattr``, as the
+    rebuilt built-in exceptions carry it too)."""
+
 
 def _rebuild_exception(name, text):
     cls = getattr(builtins, name, None)
@@ -99,12 +103,12 @@ class Candidate:
         if "exc" in msg:
             text = clip(msg.get("exc", ""), 600)
             self.last = (args, kwargs, messages.RAISED)
-            exc = _rebuild_exception(str(msg.get("type", "")), text)
-            exc.sharpen_message = "%s raised %s" % (self.describe(), text)
-            raise exc
-        exc = CandidateProtocolError(clip(str(msg.get("error", "?")), 300))
-        exc.sharpen_message = f"{self.describe()} {exc}"
-        raise exc
+            err = _rebuild_exception(str(msg.get("type", "")), text)
+            err.sharpen_message = "%s raised %s" % (self.describe(), text)
+            raise err
+        err = CandidateProtocolError(clip(str(msg.get("error", "?")), 300))
+        err.sharpen_message = f"{self.describe()} {err}"
+        raise err
 
     def describe(self):
         return messages.describe_call(self.h.param, self.last)
@@ -218,7 +222,7 @@ class Harness:
         except (CallTimeout, WorkerDied) as exc:
             error = str(exc) or type(exc).__name__
 
-        results = []
+        results: list[dict] = []
         blocked = error
         for kind, code, src, node, uses, _call in steps:
             if kind == "test" and blocked is not None:

@@ -30,9 +30,9 @@ def plan(check_def, test_src, param, entry_point):
     tainted = {param, entry_point}
     steps = []
     body = check_def.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(
-            getattr(body[0], "value", None), ast.Constant) and isinstance(
-            body[0].value.value, str):
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+            first.value.value, str):
         body = body[1:]
     for stmt in body:
         names, stored, defined, has_assert = _scan(stmt)
@@ -97,14 +97,13 @@ def _scan(stmt):
     names, stored, defined = set(), set(), set()
     has_assert = False
     for n in ast.walk(stmt):
-        t = type(n)
-        if t is ast.Name:
+        if type(n) is ast.Name:
             names.add(n.id)
             if type(n.ctx) is ast.Store:
                 stored.add(n.id)
-        elif t is ast.Assert:
+        elif type(n) is ast.Assert:
             has_assert = True
-        elif t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.ClassDef:
+        elif type(n) is ast.FunctionDef or type(n) is ast.AsyncFunctionDef or type(n) is ast.ClassDef:
             defined.add(n.name)
     return names, stored, defined, has_assert
 

@@ -62,6 +62,8 @@ def serve(rpc_in, rpc_out):
     program, entry = cfg["program"], cfg["entry_point"]
     try:
         spec = importlib.util.spec_from_file_location("solution", program)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {program} as a module")
         module = importlib.util.module_from_spec(spec)
         sys.modules["solution"] = module
         spec.loader.exec_module(module)
