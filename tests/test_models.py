@@ -43,13 +43,17 @@ def _no_user_prices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 # --- pricing --------------------------------------------------------------------------
 
 
+def cost(model: str, usage: Usage) -> float | None:
+    return pricing.PriceTable.load().cost(model, usage)
+
+
 def test_local_models_are_free_by_default() -> None:
     usage = Usage(input_tokens=1000, output_tokens=500)
-    assert pricing.cost("local/smollm2-135m-instruct", usage) == 0.0
+    assert cost("local/smollm2-135m-instruct", usage) == 0.0
 
 
 def test_unknown_model_cost_is_none_not_zero() -> None:
-    assert pricing.cost("no-such-model-anywhere", Usage(input_tokens=10, output_tokens=5)) is None
+    assert cost("no-such-model-anywhere", Usage(input_tokens=10, output_tokens=5)) is None
 
 
 def test_user_table_via_env_overrides_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -57,9 +61,9 @@ def test_user_table_via_env_overrides_default(monkeypatch: pytest.MonkeyPatch, t
     table.write_text('"local/*": {input: 1.0, output: 3.0}\n"acme-*": {input: 2, output: 4}\n')
     monkeypatch.setenv(pricing.ENV_VAR, str(table))
     usage = Usage(input_tokens=2_000_000, output_tokens=1_000_000)
-    assert pricing.cost("local/smollm2-135m-instruct", usage) == pytest.approx(5.0)
-    assert pricing.cost("acme-large", usage) == pytest.approx(8.0)
-    assert pricing.cost("still-unknown", usage) is None
+    assert cost("local/smollm2-135m-instruct", usage) == pytest.approx(5.0)
+    assert cost("acme-large", usage) == pytest.approx(8.0)
+    assert cost("still-unknown", usage) is None
 
 
 def test_cwd_table_and_exact_name_beats_glob(tmp_path: Path) -> None:
@@ -68,8 +72,19 @@ def test_cwd_table_and_exact_name_beats_glob(tmp_path: Path) -> None:
         '"acme-*": {input: 1, output: 1}\n"acme-mini": {input: 0.5, output: 0.5}\n'
     )
     usage = Usage(input_tokens=1_000_000, output_tokens=0)
-    assert pricing.cost("acme-mini", usage) == pytest.approx(0.5)
-    assert pricing.cost("acme-max", usage) == pytest.approx(1.0)
+    assert cost("acme-mini", usage) == pytest.approx(0.5)
+    assert cost("acme-max", usage) == pytest.approx(1.0)
+
+
+def test_a_loaded_table_is_read_once(tmp_path: Path) -> None:
+    (tmp_path / ".sharpen").mkdir()
+    local = tmp_path / ".sharpen" / "prices.yaml"
+    local.write_text('"acme": {input: 1, output: 1}\n')
+    table = pricing.PriceTable.load(environ={})
+    local.write_text('"acme": {input: 9, output: 9}\n')  # edited while a run goes on
+    usage = Usage(input_tokens=1_000_000)
+    assert table.cost("acme", usage) == pytest.approx(1.0)
+    assert pricing.PriceTable.load(environ={}).cost("acme", usage) == pytest.approx(9.0)
 
 
 def test_bad_price_table_is_a_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -77,10 +92,10 @@ def test_bad_price_table_is_a_user_error(monkeypatch: pytest.MonkeyPatch, tmp_pa
     table.write_text('"m": {input: -1, output: 2}\n')
     monkeypatch.setenv(pricing.ENV_VAR, str(table))
     with pytest.raises(UserError, match=r"bad\.yaml"):
-        pricing.cost("m", Usage())
+        pricing.PriceTable.load()
     monkeypatch.setenv(pricing.ENV_VAR, str(tmp_path / "missing.yaml"))
     with pytest.raises(UserError, match="SHARPEN_PRICES"):
-        pricing.cost("m", Usage())
+        pricing.PriceTable.load()
 
 
 # --- OpenAI-compatible client against a scripted loopback server -----------------------
@@ -98,28 +113,32 @@ async def test_openai_completion_usage_and_request(
     table = tmp_path / "p.yaml"
     table.write_text('"acme-chat": {input: 1000000, output: 2000000}\n')
     monkeypatch.setenv(pricing.ENV_VAR, str(table))
-    model = create_model(
+    backend = create_model(
         {"name": "openai", "args": {"base_url": scripted.base_url("ok"), "model": "acme-chat"}},
         api_key="sk-secret",
     )
+    model = pricing.PricedModel(backend, pricing.PriceTable.load())
     assert isinstance(model, ChatModel)
     c = await model.complete(MESSAGES, params={"temperature": 0.0, "max_tokens": 16, "seed": 3})
+    bare = await backend.complete(MESSAGES, params={"temperature": 0.0, "max_tokens": 16, "seed": 3})
     await model.aclose()
     assert c.message.content == "hello" and c.finish_reason == "stop"
     assert (c.usage.input_tokens, c.usage.output_tokens, c.usage.calls) == (7, 3, 1)
     assert c.usage.cost_usd == pytest.approx(7 + 6)
+    assert bare.usage.cost_usd is None  # a backend reports tokens; the wrapper prices them
     path, headers, body = scripted.requests[-1]
     assert path.endswith("/v1/chat/completions")
     assert headers["Authorization"] == "Bearer sk-secret"
     assert body["model"] == "acme-chat" and body["seed"] == 3 and body["max_tokens"] == 16
     assert body["messages"][1] == {"role": "user", "content": MESSAGES[1].content}
     # The key never leaks into serialisable args or repr.
-    assert isinstance(model, OpenAIModel)
-    assert "sk-secret" not in json.dumps(model.args) and "sk-secret" not in repr(model)
+    assert isinstance(backend, OpenAIModel)
+    assert "sk-secret" not in json.dumps(backend.args) and "sk-secret" not in repr(backend)
 
 
 async def test_openai_cost_unknown_is_none(scripted: ScriptedServer) -> None:
-    model = OpenAIModel(base_url=scripted.base_url("ok"), model="unpriced-model")
+    model = pricing.PricedModel(OpenAIModel(base_url=scripted.base_url("ok"), model="unpriced-model"),
+                                pricing.PriceTable.load())
     c = await model.complete(MESSAGES)
     await model.aclose()
     assert c.usage.cost_usd is None
@@ -215,6 +234,27 @@ async def test_openai_url_without_scheme_is_user_error() -> None:
     await model.aclose()
 
 
+async def test_priced_model_prices_counted_tokens_only(tmp_path: Path) -> None:
+    """Whatever cost a backend (here a cassette) reports, the wrapper prices the tokens by the
+    model's name; a call that counted no tokens (no usage from the server) stays unknown."""
+    (tmp_path / ".sharpen").mkdir()
+    (tmp_path / ".sharpen" / "prices.yaml").write_text('"acme": {input: 1000000, output: 0}\n')
+    other = [Message(role="user", content="and now?")]
+    cassette = tmp_path / "c.jsonl"
+    def reply(n: int) -> dict[str, Any]:
+        usage = Usage(input_tokens=n, calls=1, cost_usd=123.0)
+        completion = Completion(message=Message(role="assistant", content="hi"), usage=usage)
+        return completion.model_dump(mode="json")
+
+    lines = [{"key": request_key(msgs, None, None), "model": {"name": "acme"}, "completion": reply(n)}
+             for msgs, n in ((MESSAGES, 3), (other, 0))]
+    cassette.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    model = pricing.PricedModel(ReplayModel(str(cassette)), pricing.PriceTable.load(environ={}))
+    assert model.name == "acme"
+    assert (await model.complete(MESSAGES)).usage.cost_usd == pytest.approx(3.0)
+    assert (await model.complete(other)).usage.cost_usd is None
+
+
 # --- ReplayModel ----------------------------------------------------------------------
 
 
@@ -274,11 +314,12 @@ def local_model() -> ChatModel:
 @pytest.mark.slow
 async def test_local_model_completes_with_usage_and_zero_cost(local_model: ChatModel) -> None:
     local_model._shared().memo.clear()  # type: ignore[attr-defined]  # generate, not recall
-    c = await local_model.complete(MESSAGES, params={"temperature": 0, "max_tokens": 16})
+    priced = pricing.PricedModel(local_model, pricing.PriceTable.load())
+    c = await priced.complete(MESSAGES, params={"temperature": 0, "max_tokens": 16})
     assert isinstance(c, Completion)
     assert c.message.role == "assistant" and c.message.content
     assert c.usage.input_tokens > 0 and 0 < c.usage.output_tokens <= 16
-    assert c.usage.cost_usd == 0.0
+    assert c.usage.cost_usd == 0.0  # priced by name: local/* is free
     assert c.finish_reason in ("stop", "length") and c.latency_s > 0
     assert local_model.supports_tools is False
 

@@ -9,6 +9,7 @@ from servers import llama_server_fixture
 from sharpen.core.errors import UserError
 from sharpen.core.messages import Message
 from sharpen.models.openai_compat import OpenAIModel
+from sharpen.models.pricing import PricedModel, PriceTable
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +19,8 @@ MESSAGES = [Message(role="user", content="Say hello in one short sentence.")]
 
 
 async def test_chat_completion_with_usage_and_finish_reason(llama_server: str) -> None:
-    model = OpenAIModel(base_url=llama_server, name="local/smollm2-135m-instruct", tools=False)
+    model = PricedModel(OpenAIModel(base_url=llama_server, name="local/smollm2-135m-instruct",
+                                    tools=False), PriceTable.load())
     c = await model.complete(MESSAGES, params={"temperature": 0, "max_tokens": 16, "seed": 1})
     assert c.message.content
     assert c.usage.input_tokens > 0 and 0 < c.usage.output_tokens <= 16

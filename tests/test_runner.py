@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from sharpen.core import AgentSpec, PluginRef
 from sharpen.core.outcome import Outcome
 from sharpen.envs.code import CodeEnv
+from sharpen.models.pricing import PriceTable, parse_table
 from sharpen.runner import RunConfig, Runner, RunSummary
 from sharpen.runner.progress import RunProgress
 from sharpen.store import Store
@@ -61,6 +63,18 @@ async def test_a_different_config_is_not_resumed(tmp_path: Path):
     first = await Runner(store, progress=False).run(_config(4, n=4))
     other = await Runner(store, progress=False).run(_config(4, n=5), resume=True)
     assert other.run_id != first.run_id and other.n_trajectories == 5
+
+
+async def test_a_run_prices_its_tokens_by_the_table_it_was_given(tmp_path: Path):
+    """The cassette says the embedded model cost $0; a table that charges for it wins, and
+    every trajectory's cost is its tokens at that price (applied once per call)."""
+    prices = PriceTable([parse_table('"local/*": {input: 1000000, output: 2000000}', "test")])
+    store = Store(f"sqlite:///{tmp_path / 'p.db'}")
+    summary = await Runner(store, progress=False, prices=prices).run(_config(2, n=3))
+    for t in store.iter_trajectories(summary.run_id):
+        assert t.usage.input_tokens > 0
+        assert t.usage.cost_usd == pytest.approx(t.usage.input_tokens + 2 * t.usage.output_tokens)
+    assert store.get_run(summary.run_id).cost_usd == pytest.approx(summary.cost_usd)
 
 
 def test_the_progress_bar_names_its_work_and_counts_successes():

@@ -13,6 +13,7 @@ from sharpen.agents.base import needs_model
 from sharpen.core.messages import Message, ToolSpec
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.models.base import MODEL, ChatModel, Completion
+from sharpen.models.pricing import PricedModel, PriceTable
 from sharpen.runner.config import RunConfig
 from sharpen.runner.runner import NoModel
 
@@ -45,10 +46,12 @@ class _Borrowed:
 
 
 class SharedModels:
-    """Builds each model ref once. Callable as a runner ``model_factory``."""
+    """Builds each model ref once, priced by ``prices`` (default: the table as loaded now, so
+    a whole experiment prices by one table). Callable as a runner ``model_factory``."""
 
-    def __init__(self, registry: Registry = REGISTRY) -> None:
+    def __init__(self, registry: Registry = REGISTRY, prices: PriceTable | None = None) -> None:
         self.registry = registry
+        self.prices = prices or PriceTable.load()
         self._models: dict[str, ChatModel] = {}
 
     def get(self, ref: PluginRef) -> ChatModel:
@@ -57,7 +60,7 @@ class SharedModels:
 
         def build() -> ChatModel:
             if key not in self._models:
-                self._models[key] = self.registry.create(MODEL, ref)
+                self._models[key] = PricedModel(self.registry.create(MODEL, ref), self.prices)
             return self._models[key]
 
         return _Borrowed(build)

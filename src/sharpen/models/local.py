@@ -23,7 +23,6 @@ from typing import Any
 from sharpen.core.errors import UserError
 from sharpen.core.messages import Message, ToolSpec, Usage
 from sharpen.core.registry import register
-from sharpen.models import pricing
 from sharpen.models.base import Completion, FinishReason
 
 DEFAULT_NAME = "local/smollm2-135m-instruct"
@@ -276,8 +275,7 @@ class LocalModel:
                     shared.remember(key, raw)
         if raw is None:  # prompt over the context window
             n_prompt = await shared.call(_count_prompt, shared, chat)
-            usage = Usage(input_tokens=n_prompt, calls=1)
-            usage.cost_usd = pricing.cost(self.name, usage)
+            usage = Usage(input_tokens=n_prompt, calls=1, cost_usd=None)  # PricedModel prices
             return Completion(
                 message=Message(role="assistant", content=""),
                 finish_reason="length",
@@ -292,8 +290,8 @@ class LocalModel:
             input_tokens=int(raw_usage.get("prompt_tokens", 0)),
             output_tokens=int(raw_usage.get("completion_tokens", 0)),
             calls=1,
+            cost_usd=None,  # tokens only: PricedModel prices them
         )
-        usage.cost_usd = pricing.cost(self.name, usage)
         return Completion(
             message=Message(role="assistant", content=choice["message"].get("content") or ""),
             finish_reason=finish,

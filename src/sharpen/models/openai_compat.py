@@ -29,7 +29,6 @@ import httpx
 from sharpen.core.errors import InfraError, UserError
 from sharpen.core.messages import Message, ToolCall, ToolSpec, Usage
 from sharpen.core.registry import register
-from sharpen.models import pricing
 from sharpen.models.base import Completion, FinishReason
 
 _FINISH: dict[str, FinishReason] = {
@@ -252,8 +251,8 @@ class OpenAIModel:
             input_tokens=int(raw_usage.get("prompt_tokens") or 0),
             output_tokens=int(raw_usage.get("completion_tokens") or 0),
             calls=1,
+            cost_usd=None,  # tokens only (none without usage): PricedModel prices them
         )
-        usage.cost_usd = pricing.cost(self.name, usage) if raw_usage else None
         return Completion(
             message=Message(role="assistant", content=content, tool_calls=calls),
             finish_reason=finish,

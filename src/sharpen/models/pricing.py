@@ -1,4 +1,5 @@
-"""Token prices from a user-editable YAML table; no price lives in Python source.
+"""Token prices from a user-editable YAML table, applied to completions by one wrapper; no
+price lives in Python source and no backend prices its own calls.
 
 The table maps a model name (or a shell-style glob such as ``local/*``) to US dollars per
 one million input and output tokens::
@@ -6,20 +7,27 @@ one million input and output tokens::
     "local/*": {input: 0, output: 0}
     "gpt-4o-mini*": {input: 0.15, output: 0.60}
 
-Tables are layered, first match wins:
+:meth:`PriceTable.load` reads the layers once, first match wins:
 
 1. the file named by ``$SHARPEN_PRICES`` (it must exist when set),
-2. ``.sharpen/prices.yaml`` in the current working directory,
+2. ``.sharpen/prices.yaml`` in the working directory,
 3. the default table shipped as package data (``sharpen/data/prices.yaml``).
 
 Within one layer an exact name beats a glob and a longer glob beats a shorter one. A model
-that matches no entry has an *unknown* cost: :func:`cost` returns ``None``, never ``0``.
+that matches no entry has an *unknown* cost: :meth:`PriceTable.cost` returns ``None``, never
+``0``.
+
+Backends report tokens only (``Usage.cost_usd`` is ``None``: not priced). Whoever builds a
+model for a run wraps it in a :class:`PricedModel` with the table it loaded — the runner for
+its model, an improvement experiment for its shared models — so every completion is priced
+once, by one table, however many calls a run makes.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,7 +36,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sharpen.core.errors import UserError
-from sharpen.core.messages import Usage
+from sharpen.core.messages import Message, ToolSpec, Usage
+from sharpen.models.base import ChatModel, Completion
 
 ENV_VAR = "SHARPEN_PRICES"
 """Environment variable naming a user price table."""
@@ -75,10 +84,21 @@ class PriceLayer:
 
 
 class PriceTable:
-    """Layers of prices, highest priority first."""
+    """Layers of prices, highest priority first. Immutable once built: load it once (a run
+    or an experiment does) and pass it to whoever prices."""
 
     def __init__(self, layers: list[PriceLayer]) -> None:
         self.layers = layers
+
+    @classmethod
+    def load(cls, cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> PriceTable:
+        """The layered table in force: ``$SHARPEN_PRICES`` (from ``environ``, default
+        ``os.environ``), then ``.sharpen/prices.yaml`` under ``cwd`` (default: the working
+        directory), then the shipped default. Each file is read now, once; a missing
+        ``$SHARPEN_PRICES`` file or a malformed table is a :class:`UserError`."""
+        layers = [parse_table(path.read_text(encoding="utf-8"), str(path))
+                  for path in _user_paths(cwd, os.environ if environ is None else environ)]
+        return cls([*layers, _default_layer()])
 
     def lookup(self, model_name: str) -> Price | None:
         """The first matching price over all layers, or ``None`` if no entry matches."""
@@ -92,6 +112,34 @@ class PriceTable:
         """Dollar cost of ``usage`` for ``model_name``; ``None`` when the price is unknown."""
         price = self.lookup(model_name)
         return None if price is None else price.cost(usage)
+
+
+class PricedModel:
+    """A ChatModel that sets each completion's ``usage.cost_usd`` from ``prices`` by its
+    ``name``: the one place a cost is computed. A completion that counted no tokens at all
+    (a server that sent no usage) keeps an unknown cost: there is nothing to price. Retries
+    and everything else are ``inner``'s."""
+
+    def __init__(self, inner: ChatModel, prices: PriceTable) -> None:
+        self.inner = inner
+        self.prices = prices
+        self.name = inner.name
+        self.supports_tools = inner.supports_tools
+
+    async def complete(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> Completion:
+        completion = await self.inner.complete(messages, tools, params)
+        usage = completion.usage
+        counted = usage.input_tokens or usage.output_tokens
+        usage.cost_usd = self.prices.cost(self.name, usage) if counted else None
+        return completion
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 def _is_glob(key: str) -> bool:
@@ -124,9 +172,9 @@ def parse_table(text: str, source: str) -> PriceLayer:
     return PriceLayer(entries, source)
 
 
-def _user_paths(cwd: Path | None = None) -> list[Path]:
+def _user_paths(cwd: Path | None, environ: Mapping[str, str]) -> list[Path]:
     paths: list[Path] = []
-    env = os.environ.get(ENV_VAR)
+    env = environ.get(ENV_VAR)
     if env:
         p = Path(env).expanduser()
         if not p.is_file():
@@ -144,30 +192,3 @@ def _user_paths(cwd: Path | None = None) -> list[Path]:
 def _default_layer() -> PriceLayer:
     ref = resources.files("sharpen") / "data" / "prices.yaml"
     return parse_table(ref.read_text(encoding="utf-8"), "sharpen/data/prices.yaml (default)")
-
-
-_default_cache: list[PriceLayer] = []
-_user_cache: dict[tuple[str, int, int], PriceLayer] = {}
-
-
-def load_table(cwd: Path | None = None) -> PriceTable:
-    """The layered table in force now (re-read when a user file changes; cheap to call)."""
-    layers: list[PriceLayer] = []
-    for path in _user_paths(cwd):
-        st = path.stat()
-        key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
-        layer = _user_cache.get(key)
-        if layer is None:
-            layer = parse_table(path.read_text(encoding="utf-8"), str(path))
-            _user_cache[key] = layer
-        layers.append(layer)
-    if not _default_cache:
-        _default_cache.append(_default_layer())
-    layers.append(_default_cache[0])
-    return PriceTable(layers)
-
-
-def cost(model_name: str, usage: Usage, table: PriceTable | None = None) -> float | None:
-    """Dollar cost of ``usage`` for ``model_name``, or ``None`` when no entry matches
-    ("cost unknown" — never silently 0). Uses :func:`load_table` unless ``table`` is given."""
-    return (table or load_table()).cost(model_name, usage)

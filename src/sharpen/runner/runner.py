@@ -32,6 +32,7 @@ from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Trajectory, trajectory_key
 from sharpen.envs.base import ENV
 from sharpen.models.base import MODEL, ChatModel
+from sharpen.models.pricing import PricedModel, PriceTable
 from sharpen.runner.config import RunConfig
 from sharpen.runner.progress import RunProgress
 from sharpen.runner.retry import RetryingModel
@@ -58,12 +59,13 @@ class NoModel:
         return None
 
 
-def build_model(config: RunConfig, registry: Registry = REGISTRY) -> ChatModel:
-    """The run's model from the spec's ref — or :class:`NoModel` when the agent plug-in
-    declares ``needs_model = False``."""
+def build_model(config: RunConfig, registry: Registry = REGISTRY,
+                prices: PriceTable | None = None) -> ChatModel:
+    """The run's model from the spec's ref, priced by ``prices`` (default: the table as loaded
+    now) — or :class:`NoModel` when the agent plug-in declares ``needs_model = False``."""
     if not needs_model(registry, config.agent.agent):
         return NoModel()
-    return registry.create(MODEL, config.agent.model)
+    return PricedModel(registry.create(MODEL, config.agent.model), prices or PriceTable.load())
 
 
 async def _isolation(config: RunConfig, registry: Registry) -> str:
@@ -93,14 +95,16 @@ class Runner:
         transient: bool = False,
         model_factory: Callable[[RunConfig], ChatModel] | None = None,
         registry: Registry = REGISTRY,
+        prices: PriceTable | None = None,
     ) -> None:
         self.store = store
         self.progress = progress
         self.transient = transient  # the bar leaves the screen when a run ends
         self.registry = registry
         """Where environments, agents and models are built from."""
-        # Tests and benchmarks may inject a model; normally it is built from the spec's ref.
-        self.model_factory = model_factory or (lambda c: build_model(c, registry))
+        # Tests and benchmarks may inject a model (priced by them); normally it is built from
+        # the spec's ref and priced by ``prices`` (default: the table as each run starts).
+        self.model_factory = model_factory or (lambda c: build_model(c, registry, prices))
 
     async def run(self, config: RunConfig, *, resume: bool = False, label: str = "episodes") -> RunSummary:
         """Run (or resume) ``config``; returns the summary of every trajectory of the run.
