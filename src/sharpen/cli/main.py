@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from sharpen.cli import (
     browse,
+    check_cmd,
     compare_cmd,
     demo_cmd,
     envs_cmd,
@@ -42,6 +43,7 @@ app.command("compare")(compare_cmd.compare)
 app.command("view")(view_cmd.view)
 app.command("improve")(improve_cmd.improve)
 app.command("demo")(demo_cmd.demo)
+app.add_typer(check_cmd.app, name="check")
 
 
 def main() -> None:
