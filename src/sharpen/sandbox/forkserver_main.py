@@ -66,7 +66,8 @@ def preload(paths):
     new, and each zip's ``__main__`` code by its file name (a child running a preload byte for
     byte runs that code, without opening the zip again)."""
     before = set(sys.modules)
-    mains, owner = {}, {}
+    mains: dict[str, types.CodeType] = {}
+    owner: dict[str, str] = {}
     for path in paths:
         with zipfile.ZipFile(path) as zf:
             names = sorted({n[:-3].replace("/", ".").removesuffix(".__init__")
@@ -198,7 +199,7 @@ def run_script(path, main=None):
         filename = path
     module = types.ModuleType("__main__")
     module.__file__ = filename
-    module.__builtins__ = builtins
+    module.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = module
     exec(code, module.__dict__)
 
@@ -251,11 +252,12 @@ def serve(ctl, preloaded, mains):
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
-    commands = {}  # pid -> (id, uid): command processes
-    pids = {}  # id -> pid of a running command
-    sweepers = {}  # pid -> (id, the command's status, its uid)
-    killers = set()  # pids of sweepers that kill a running command
-    dying = {}  # id -> (status, uid, deadline): swept, with killed processes yet to die
+    commands: dict[int, tuple[int, int]] = {}  # pid -> (id, uid): command processes
+    pids: dict[int, int] = {}  # id -> pid of a running command
+    sweepers: dict[int, tuple[int, int, int]] = {}  # pid -> (id, the command's status, its uid)
+    killers: set[int] = set()  # pids of sweepers that kill a running command
+    # id -> (status, uid, deadline): swept, with killed processes yet to die
+    dying: dict[int, tuple[int, int, float]] = {}
     spare = fork_spare(ctl, preloaded, mains)
     send(ctl, {"ready": True})  # with the first command's process forked already
 
@@ -323,23 +325,22 @@ def serve(ctl, preloaded, mains):
             if "kill" in req:
                 # Not os.kill: without CAP_KILL the server may not signal another uid. A
                 # sweeper kills the command with its uid; its reap brings the usual sweep.
-                pid = pids.get(req["kill"])
-                if pid is not None and (killer := sweep(commands[pid][1])) is not None:
+                target = pids.get(req["kill"])
+                if target is not None and (killer := sweep(commands[target][1])) is not None:
                     killers.add(killer)
                 continue
             if len(fds) != 3:
                 raise ValueError("expected 3 descriptors, got %d" % len(fds))
-            pid = None
+            child: int | None = None
             if spare is not None:
-                pid, sock = spare
+                child, sock = spare
                 spare = None
                 try:
                     socket.send_fds(sock, [data], fds)
                 except OSError:  # it died meanwhile: fork instead
-                    pid = None
+                    child = None
                 sock.close()
-            if pid is None:
-                pid = os.fork()
+            pid = os.fork() if child is None else child
         except (OSError, ValueError) as exc:
             for fd in fds:
                 os.close(fd)

@@ -297,8 +297,9 @@ class LocalSandbox:
                 self._uid_state.running -= 1
                 self._uid_state.clean = none_left and self._uid_state.running == 0
             done, pending = await asyncio.wait(run.readers, timeout=1.0)
-            for task in (*pending, run.feeder):
+            for task in pending:
                 task.cancel()
+            run.feeder.cancel()
             await run.finish()
         outs = [t.result() if t in done else (b"", True) for t in run.readers]
         return ExecResult(

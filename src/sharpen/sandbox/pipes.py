@@ -34,7 +34,11 @@ async def _ready(fd: int, writing: bool) -> None:
     fut = loop.create_future()
     add, remove = ((loop.add_writer, loop.remove_writer) if writing
                    else (loop.add_reader, loop.remove_reader))
-    add(fd, lambda: fut.done() or fut.set_result(None))
+
+    def wake() -> None:
+        if not fut.done():
+            fut.set_result(None)
+    add(fd, wake)
     try:
         await fut
     finally:
