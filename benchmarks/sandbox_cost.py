@@ -10,7 +10,7 @@ the other, and reports:
   written, harness run, sandbox removed; with the fork server the sandbox is removed in the
   background once the verdict is known, so that part overlaps with the next run);
 * runs/s: runs divided by the wall time of the whole series, the background closes included
-  (``wait_closed`` before the clock stops);
+  (the series runs under a ``Closing``, closed before the clock stops, as a run does);
 * host CPU ms: CPU time of this process per run (spawning, the event loop, the ``/proc``
   scans that find leftover processes, cleanup), not of the sandboxed processes;
 * machine CPU ms: CPU time of the whole machine per run (``/proc/stat``), the sandboxed
@@ -39,7 +39,7 @@ from collections.abc import Callable
 
 from sharpen.envs.code.problem import CodeProblem
 from sharpen.envs.code.verifier import harness_sandbox, run_tests
-from sharpen.sandbox.closing import wait_closed
+from sharpen.sandbox.closing import Closing
 from sharpen.sandbox.local import LocalSandbox, bwrap_usable
 
 PROBLEM = CodeProblem(
@@ -66,17 +66,18 @@ FACTORIES: dict[str, Callable[[], LocalSandbox]] = {
 
 async def measure(factory: Callable[[], LocalSandbox], runs: int) -> dict[str, float | str]:
     isolation = factory().isolation  # a throwaway sandbox, removed when collected
-    await run_tests(PROGRAM, PROBLEM, sandbox_factory=factory)  # warm-up
-    await wait_closed()
+    await run_tests(PROGRAM, PROBLEM, sandbox_factory=factory)  # warm-up (closes before returning)
     walls = []
+    closing = Closing()  # as in a run: closes go on in the background, waited for at the end
     cpu0, machine0, start = time.process_time(), machine_cpu(), time.perf_counter()
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        report = await run_tests(PROGRAM, PROBLEM, sandbox_factory=factory)
-        walls.append(time.perf_counter() - t0)
-        if not report.all_passed:
-            raise SystemExit(f"the sandbox failed a correct program: {report.feedback_text()}")
-    await wait_closed()
+    with closing.scope():
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            report = await run_tests(PROGRAM, PROBLEM, sandbox_factory=factory)
+            walls.append(time.perf_counter() - t0)
+            if not report.all_passed:
+                raise SystemExit(f"the sandbox failed a correct program: {report.feedback_text()}")
+    await closing.close()
     return {"isolation": isolation, "median": statistics.median(walls) * 1e3,
             "min": min(walls) * 1e3, "rate": runs / (time.perf_counter() - start),
             "cpu": (time.process_time() - cpu0) / runs * 1e3,

@@ -28,7 +28,7 @@ from conftest import procs_with
 from sharpen.envs.code.harness.plan import plan
 from sharpen.envs.code.problem import CodeProblem
 from sharpen.envs.code.verifier import TestReport, _parse_report, harness_sandbox, run_tests
-from sharpen.sandbox.closing import wait_closed
+from sharpen.sandbox.closing import Closing
 from sharpen.sandbox.forkserver import FORKSERVER_LABEL
 from sharpen.sandbox.local import LocalSandbox, bwrap_usable
 
@@ -86,10 +86,9 @@ def needs_uid(mode: str) -> None:
 
 async def hostile(program: str, mode: str, timeout: float = 3.0) -> TestReport:
     start = time.monotonic()
+    # With no Closing in force, run_tests returns once the sandbox is closed (its uid swept),
+    # even with a fork server: everything below checks the state after that.
     report = await run_tests(program, ADD, timeout=timeout, sandbox_factory=factory(mode))
-    # With a fork server the sandbox is closed (its uid swept) in the background right after
-    # the verdict; everything below checks the state once that is done.
-    await wait_closed()
     assert time.monotonic() - start < timeout + SLACK
     assert not report.all_passed
     return report
@@ -272,11 +271,14 @@ async def test_where_the_tests_run(mode: str, capfd: pytest.CaptureFixture[str])
         "    print('sharpen-test-print')\n"
         f"    assert threading.current_thread().name.startswith({where!r})\n"
         "    assert candidate(1, 2) == 3\n")})
-    report = await run_tests(ADD.reference or "", problem, sandbox_factory=tracked)
+    closing = Closing()  # as a run has one: the close is left to it
+    with closing.scope():
+        report = await run_tests(ADD.reference or "", problem, sandbox_factory=tracked)
     assert report.all_passed and report.total == 1, report  # the thread check is setup
     assert "sharpen-test-print" not in capfd.readouterr().out
-    await wait_closed()
+    await closing.close()
     assert made[0]._closed and not os.path.exists(made[0].workdir)
+    assert closing.pending == 0
 
 
 # --------------------------------------------------------------------------- hostile programs

@@ -178,3 +178,45 @@ async def test_rlimits_are_in_force_inside(mode: str) -> None:
     assert got["core"] == (0, 0)
     if os.geteuid() == 0:  # otherwise the running processes of the user are added
         assert got["nproc"] == (30, 30)
+
+
+# -- closing in the background ---------------------------------------------------------------------
+
+
+async def test_a_closing_is_in_force_for_its_tasks_only_and_waits_for_its_work() -> None:
+    import asyncio
+    import threading
+
+    from sharpen.sandbox.closing import THREAD_PREFIX, Closing, in_force
+
+    release = threading.Event()
+    ran: list[str] = []
+
+    def job(name: str) -> None:
+        release.wait(10)
+        ran.append(f"{name}:{threading.current_thread().name.startswith(THREAD_PREFIX)}")
+
+    async def episode(name: str) -> Closing | None:
+        closing = in_force()
+        assert closing is not None
+        closing.submit(lambda: job(name))
+        return closing
+
+    a, b = Closing(), Closing()
+    assert in_force() is None
+    with a.scope():
+        task_a = asyncio.ensure_future(episode("a"))
+    with b.scope():
+        task_b = asyncio.ensure_future(episode("b"))
+    assert in_force() is None  # the scopes are over; the tasks keep their own
+    assert await task_a is a and await task_b is b
+    assert a.pending == 1 and b.pending == 1
+    waiting = asyncio.ensure_future(a.close())
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # close waits for the job still running
+    release.set()
+    await waiting
+    await b.close()
+    assert sorted(ran) == ["a:True", "b:True"] and a.pending == b.pending == 0
+    with pytest.raises(RuntimeError):
+        a.submit(lambda: None)

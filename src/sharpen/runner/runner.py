@@ -38,7 +38,7 @@ from sharpen.runner.progress import RunProgress
 from sharpen.runner.retry import RetryingModel
 from sharpen.runner.summary import RunSummary, SummaryBuilder
 from sharpen.runner.writer import StoreWriter
-from sharpen.sandbox.closing import wait_closed
+from sharpen.sandbox.closing import Closing
 from sharpen.store import Store
 
 RETRY_ON_RESUME = ("infra",)
@@ -143,6 +143,7 @@ class Runner:
         # One thread does every store write, batching what queues (see run.writer): episodes
         # never wait on the database (their slot is free while the write runs).
         writes = StoreWriter(self.store)
+        closing = Closing()  # sandboxes the episodes close in the background (sandbox.closing)
         status = "interrupted"
         try:
             with RunProgress(total=len(config.tasks) * config.epochs, done=len(done),
@@ -161,7 +162,8 @@ class Runner:
                     bar.advance(traj.outcome)
                     breaker.record(traj)
 
-                await _gather_or_cancel([one(t, e) for t, e in todo])
+                with closing.scope():
+                    await _gather_or_cancel([one(t, e) for t, e in todo])
             status = "finished"
         except UserError:
             status = "failed"
@@ -169,7 +171,7 @@ class Runner:
         finally:
             writes.shutdown()  # every finished episode is stored before we report
             await model.aclose()
-            await wait_closed()  # sandboxes still closing in the background
+            await closing.close()  # sandboxes still closing in the background
             if status != "finished":
                 # Episodes saved while being cancelled never reached the tally: recount.
                 tally = SummaryBuilder()

@@ -21,26 +21,21 @@ discarded, as the in-sandbox checker's went to a stderr nobody reads.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import os
-import threading
 from typing import Any
 
 from sharpen.envs.code.harness.checker import OUTPUT_FILE, Harness, fit_report
 from sharpen.envs.code.harness.plan import clip
 from sharpen.envs.code.harness.procs import Worker, WorkerDied
 from sharpen.envs.code.problem import CodeProblem
-from sharpen.sandbox.closing import register_closing
+from sharpen.sandbox.closing import Closing, in_force
 from sharpen.sandbox.forked import ForkedProcess
 from sharpen.sandbox.forkserver import ForkServerError
 from sharpen.sandbox.local import LocalSandbox
 
 WORKER_EXIT_WAIT = 1.0
 """Seconds a worker gets to end by itself once its requests are closed, before a kill."""
-
-_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
-_EXECUTOR_LOCK = threading.Lock()
 
 
 class SandboxWorker(Worker):
@@ -155,22 +150,13 @@ def check(sandbox: LocalSandbox, program: str, problem: CodeProblem, timeout: fl
     return report, last if isinstance(last, SandboxWorker) else None
 
 
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    """The checkers' threads (their own pool: a slow test must not hold up ``to_thread``)."""
-    global _EXECUTOR
-    with _EXECUTOR_LOCK:
-        if _EXECUTOR is None:
-            _EXECUTOR = concurrent.futures.ThreadPoolExecutor(
-                max_workers=64, thread_name_prefix="sharpen-checker")
-        return _EXECUTOR
-
-
 async def check_on_host(sandbox: LocalSandbox, program: str, problem: CodeProblem,
                         timeout: float, preload: str) -> dict[str, Any]:
-    """:func:`check` in a thread of the checkers' pool. Takes ``sandbox`` over: the same thread
-    hands over the report, then ends the last worker and closes the sandbox, so the report
-    does not wait for the worker's exit, the sweep of its uid and the removal of the workdir
-    (:func:`~sharpen.sandbox.closing.wait_closed` waits for those)."""
+    """:func:`check` in a thread of the :class:`~sharpen.sandbox.closing.Closing` in force.
+    Takes ``sandbox`` over: the same thread hands over the report, then ends the last worker
+    and closes the sandbox, so the report does not wait for the worker's exit, the sweep of
+    its uid and the removal of the workdir (the Closing's owner, a run, waits for those).
+    With no Closing in force, this call waits for them itself before it returns."""
     loop = asyncio.get_running_loop()
     verdict: asyncio.Future[dict[str, Any]] = loop.create_future()
 
@@ -199,5 +185,13 @@ async def check_on_host(sandbox: LocalSandbox, program: str, problem: CodeProble
             finally:
                 sandbox.close_blocking()
 
-    register_closing(_executor().submit(job))
-    return await verdict
+    closing = in_force()
+    own = closing is None
+    if closing is None:
+        closing = Closing(max_workers=1)
+    closing.submit(job)
+    try:
+        return await verdict
+    finally:
+        if own:  # nobody else waits for this sandbox's close: wait for it here
+            await closing.close()
