@@ -73,17 +73,13 @@ def compare(
 ) -> None:
     """Compare runs on their common tasks: per-task paired differences, McNemar or a paired
     bootstrap, Holm-adjusted verdicts, cost next to accuracy."""
-    from sharpen.stats.compare import compare_runs
-    from sharpen.stats.report import load_table
+    from sharpen.stats.compare import compare_stored
 
     if len(runs) < 2:
         raise UserError("compare needs at least two runs", "sharpen compare BASE NEW [MORE ...]")
     st = open_store(store)
-    ids = [st.resolve_run(r) for r in runs]
-    if len(set(ids)) < len(ids):
-        raise UserError("the same run is named twice", "name each run once; `sharpen runs` lists them")
-    rep = compare_runs([st.get_run(i) for i in ids], [load_table(st, i) for i in ids], seed=seed,
-                       alpha=alpha, n_boot=bootstrap)
+    rep = compare_stored([(st, st.resolve_run(r)) for r in runs], seed=seed, alpha=alpha,
+                         n_boot=bootstrap)
     if json_out:
         print(rep.model_dump_json(indent=2))
     else:

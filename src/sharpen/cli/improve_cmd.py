@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import shlex
-import shutil
 from pathlib import Path
 from typing import Annotated
 
@@ -24,15 +23,11 @@ from sharpen.cli.options import (
     parse_kv,
 )
 from sharpen.core.agent_spec import AgentSpec
-from sharpen.core.errors import UserError
-from sharpen.core.registry import REGISTRY, PluginRef
-from sharpen.envs.base import ENV
+from sharpen.core.registry import PluginRef
+from sharpen.improvement import launch
 from sharpen.improvement.budget import Budget, preflight
 from sharpen.improvement.engine import EngineConfig
-from sharpen.improvement.experiment import Experiment, ExperimentConfig, ExperimentResult
-from sharpen.improvement.folder import experiment_folder
-from sharpen.improvement.models import SharedModels
-from sharpen.improvement.proposal import PROPOSER
+from sharpen.improvement.experiment import ExperimentConfig, ExperimentResult
 from sharpen.improvement.report import plot_curves, render
 
 
@@ -46,34 +41,19 @@ def view_hint(experiment_id: str, store_url: str | None, folder: Path | None) ->
 def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: Path | None,
                    resume: bool, fresh: bool, concurrency: int, console: Console) -> ExperimentResult:
     """Run ``config`` with progress lines on ``console``; checkpoint, resume, Ctrl-C."""
-    config.engine.budget.check()
+    launch.check_config(config)
     st = open_store(store_url)
-    exp_id = config.experiment_id()
-    folder = experiment_folder(st.url, exp_id, folder)
-    if folder.exists() and not resume:
-        if not fresh:
-            raise UserError(f"experiment {exp_id} already has a checkpoint in {folder}",
-                            "add --resume to continue it, or --fresh to start it over")
-        shutil.rmtree(folder)
+    folder = launch.prepare_folder(st, config, folder, resume=resume, fresh=fresh)
     others = ", ".join(b.name for b in config.baselines)
     console.print(f"[bold]sharpen improve[/] {config.env.name} · proposer {config.proposer.name}"
                   + (f" · baselines {others}" if others else "")
-                  + f" · experiment {exp_id} · store {st.url}")
+                  + f" · experiment {config.experiment_id()} · store {st.url}")
     console.print(preflight(config.engine.budget, val_size=config.val, minibatch=config.engine.minibatch),
                   highlight=False)
-    models = SharedModels()
-
-    async def go() -> ExperimentResult:
-        try:
-            return await Experiment(
-                config, st, folder, models=models, concurrency=concurrency, progress=True,
-                on_event=lambda m: console.print(f"  {m}", highlight=False, markup=False),
-            ).run()
-        finally:
-            await models.aclose()
-
     try:
-        result = asyncio.run(go())
+        result = asyncio.run(launch.run_experiment(
+            config, st, folder, concurrency=concurrency, progress=True,
+            on_event=lambda m: console.print(f"  {m}", highlight=False, markup=False)))
     except KeyboardInterrupt:
         console.print("[yellow]Interrupted.[/] Progress is checkpointed in "
                       f"{folder}; rerun the same command with --resume to continue.")
@@ -128,15 +108,12 @@ def improve(
                                                       parse_kv(model_arg, "--model-arg"))})
     refs = [PluginRef(name=proposer, args=parse_kv(proposer_arg, "--proposer-arg"))]
     refs += [PluginRef(name=b.strip()) for b in baselines.split(",") if b.strip()]
-    for ref in refs:
-        REGISTRY.get(PROPOSER, ref.name)  # unknown names fail here, with suggestions
     config = ExperimentConfig(
         env=PluginRef(name=env, args=parse_kv(env_arg, "--env-arg")), seed_spec=spec,
         proposer=refs[0], baselines=refs[1:], train=train, val=val, test=test, task_seed=task_seed,
         engine=EngineConfig(budget=Budget(rollouts=budget_rollouts, tokens=budget_tokens, usd=budget_usd),
                             minibatch=minibatch, seed=seed),
     )
-    REGISTRY.get(ENV, env)
     result = run_experiment(config, store_url=store, folder=folder, resume=resume, fresh=fresh,
                             concurrency=concurrency, console=console)
     render(result, console)

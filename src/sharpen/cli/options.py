@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -50,9 +49,11 @@ def parse_kv(pairs: list[str] | None, flag: str) -> dict[str, Any]:
 
 
 def open_store(url: str | None):
-    from sharpen.store import Store
+    """The store at ``url``, else ``$SHARPEN_STORE``, else the default (see
+    :func:`sharpen.store.open.open_store`, which the Python API uses too)."""
+    from sharpen.store.open import open_store as open_named
 
-    return Store(url or os.environ.get("SHARPEN_STORE") or None)
+    return open_named(url)
 
 
 def model_ref(spec: AgentSpec, model: str | None, base_url: str | None, model_name: str | None,

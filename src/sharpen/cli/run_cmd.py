@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from sharpen.agents.base import needs_model
 from sharpen.cli.options import (
     BaseUrlOpt,
     EnvArgOpt,
@@ -22,27 +21,14 @@ from sharpen.cli.options import (
     parse_kv,
 )
 from sharpen.core.agent_spec import AgentSpec
-from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.envs.base import ENV
 from sharpen.runner import RetryPolicy, RunConfig, Runner
+from sharpen.runner.compose import select_tasks, with_agent
 
 if TYPE_CHECKING:
     from sharpen.envs.base import Environment
     from sharpen.store import Store
-
-
-def _with_agent(spec: AgentSpec, name: str, *, named: bool, model_flags: bool) -> AgentSpec:
-    """``spec`` run by agent plug-in ``name``; an agent that needs no model gets the model
-    ref ``none`` (unless model flags were given) and no params or components."""
-    ref = PluginRef(name=name)
-    update: dict = {"agent": ref}
-    if named:
-        update["name"] = name
-    # unknown names fail here, with suggestions
-    if not needs_model(REGISTRY, ref) and not model_flags:
-        update.update(model=PluginRef(name="none"), params={}, components={})
-    return spec.model_copy(update=update)
 
 
 def _print_power_plan(console: Console, st: Store, environment: Environment, env_ref: PluginRef,
@@ -99,18 +85,13 @@ def run(
     console = Console()
     spec = AgentSpec.load(agent) if agent else AgentSpec()
     if agent_name is not None:
-        spec = _with_agent(spec, agent_name, named=agent is None,
-                           model_flags=any((model, base_url, model_name, model_arg)))
+        spec = with_agent(spec, PluginRef(name=agent_name), named=agent is None,
+                          keep_model=any((model, base_url, model_name, model_arg)))
     ref = model_ref(spec, model, base_url, model_name, parse_kv(model_arg, "--model-arg"))
     spec = spec.model_copy(update={"model": ref})
     env_ref = PluginRef(name=env, args=parse_kv(env_arg, "--env-arg"))
     environment = REGISTRY.create(ENV, env_ref)
-    task_list = environment.list_tasks(split=split, limit=tasks, seed=seed)
-    if tasks is not None:
-        task_list = task_list[:tasks]
-    if not task_list:
-        raise UserError(f"environment {env!r} has no tasks for split {split!r}",
-                        "drop --split or pick train, val or test")
+    task_list = select_tasks(environment, env, split=split, limit=tasks, seed=seed)
     config = RunConfig(env=env_ref, agent=spec, tasks=task_list, epochs=epochs,
                        concurrency=concurrency, seed=seed,
                        retry=RetryPolicy(max_retries=retries, base_delay=retry_delay))

@@ -10,18 +10,20 @@ the chance of any false "better"/"worse" stays at α. Intervals stay at their no
 from __future__ import annotations
 
 import string
+from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel
 
+from sharpen.core.errors import UserError
 from sharpen.stats.accuracy import Metric, success_metric
 from sharpen.stats.bootstrap import DEFAULT_REPS
 from sharpen.stats.cost import CostSummary, Frontier, FrontierPoint, cost_summary, frontier
 from sharpen.stats.multiple import holm
 from sharpen.stats.paired import PairedComparison, compare_pair, with_verdict
-from sharpen.stats.report import ErrorSummary, RunInfo, error_summary
+from sharpen.stats.report import ErrorSummary, RunInfo, error_summary, load_table
 from sharpen.stats.taskdata import TaskTable
-from sharpen.store import RunRecord
+from sharpen.store import RunRecord, Store
 
 
 class RunBrief(BaseModel):
@@ -113,3 +115,15 @@ def compare_runs(
         runs=briefs, comparisons=comps, alpha=alpha, holm=family > 1, frontier=brief_frontier(briefs),
         warnings=warnings, any_worse=any(c.direction == "worse" for c in comps), seed=seed,
     )
+
+
+def compare_stored(runs: Sequence[tuple[Store, str]], *, seed: int = 0, alpha: float = 0.05,
+                   n_boot: int = DEFAULT_REPS) -> ComparisonReport:
+    """:func:`compare_runs` of stored runs, each a (store, full run id) pair, the first the
+    baseline: what ``sharpen compare`` and ``sharpen.compare(...)`` print and return. A run
+    named twice raises a :class:`UserError`."""
+    ids = [run_id for _, run_id in runs]
+    if len(set(ids)) < len(ids):
+        raise UserError("the same run is named twice", "name each run once; `sharpen runs` lists them")
+    return compare_runs([st.get_run(i) for st, i in runs], [load_table(st, i) for st, i in runs],
+                        seed=seed, alpha=alpha, n_boot=n_boot)
