@@ -217,12 +217,15 @@ class Experiment:
             proposer = self.registry.create(PROPOSER, ref)
             self.on_event(f"[{ref.name}] improving on {len(tasks['train'])} train / "
                           f"{len(tasks['val'])} val tasks")
+
+            def on_event(msg: str, n: str = ref.name) -> None:
+                self.on_event(f"[{n}] {msg}")
             engine = Engine(
                 proposer=proposer, proposer_name=ref.name, seed_spec=c.seed_spec,
                 train=tasks["train"], val=tasks["val"], evaluator=self._evaluator(f"improve:{ref.name}"),
                 proposer_model=proposer_model, config=c.engine,
                 checkpoint=self.folder / ref.name / STATE_FILE,
-                on_event=lambda msg, n=ref.name: self.on_event(f"[{n}] {msg}"),
+                on_event=on_event,
             )
             await engine.run()
             engines.append((ref, engine))

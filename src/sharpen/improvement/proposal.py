@@ -241,7 +241,8 @@ def reflective_dataset(trajectories: list[Trajectory], token_budget: int,
         if failures_first else list(trajectories)
     chars = token_budget * CHARS_PER_TOKEN
     share = max(200, chars // len(order))
-    out, used = [], 0
+    out: list[str] = []
+    used = 0
     for i, t in enumerate(order, 1):
         block = f"### Example {i}\n{describe_trajectory(t, share)}"
         if used + len(block) > chars and out:

@@ -39,10 +39,17 @@ class ChatModel(Protocol):
     the backend (rate limits, 5xx, timeouts, refused connections, truncated responses) and
     :class:`~sharpen.core.errors.UserError` for configuration mistakes."""
 
-    name: str
-    """Identifier used for pricing and display (e.g. ``local/smollm2-135m``)."""
-    supports_tools: bool
-    """Whether the backend takes native tool definitions and returns tool calls."""
+    # Read-only properties, so that a wrapper (a priced or a borrowed model) may forward them;
+    # a plain attribute satisfies them as well.
+    @property
+    def name(self) -> str:
+        """Identifier used for pricing and display (e.g. ``local/smollm2-135m``)."""
+        ...
+
+    @property
+    def supports_tools(self) -> bool:
+        """Whether the backend takes native tool definitions and returns tool calls."""
+        ...
 
     async def complete(
         self,

@@ -151,8 +151,8 @@ class GuidelinesProposer(BaseProposer):
         params = {"max_tokens": self.max_tokens, **({"stop": self.stop} if self.stop else {})}
         reply = await ctx.llm.ask(prompt, system=SYSTEM, **params)
         ops = parse_ops(reply)
-        if not ops and self.bare_rule and (rule := bare_rule(reply)) is not None:
-            ops = [Op(kind="ADD", text=rule)]
+        if not ops and self.bare_rule and (bare := bare_rule(reply)) is not None:
+            ops = [Op(kind="ADD", text=bare)]
         if not ops:
             raise InvalidProposal("the reply holds no rule operation (ADD: rule, EDIT n: rule, "
                                   "UPVOTE n, DOWNVOTE n, REMOVE n)")

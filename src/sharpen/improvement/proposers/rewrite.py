@@ -112,7 +112,8 @@ async def ask_for_text(llm: ProposerLLM, prompt: str, *, current: str = "", syst
 def rejection_lines(rejected: list[Rejection], limit_chars: int = 600) -> str:
     """The rejection log as prompt lines, newest first, within ``limit_chars``; empty when
     nothing was rejected."""
-    out, used = [], 0
+    out: list[str] = []
+    used = 0
     for r in reversed(rejected):
         line = (f"- {one_line(r.change, 200)} (solved {r.child_successes}/{r.minibatch}, "
                 f"no better than {r.parent_successes}/{r.minibatch})")
