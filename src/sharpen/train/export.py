@@ -48,6 +48,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackSource
+from sharpen.core.outcome import Outcome
 from sharpen.core.registry import REGISTRY
 from sharpen.core.task import Split
 from sharpen.core.trajectory import Trajectory
@@ -206,8 +207,16 @@ class _Kept:
     """The tools the run's environment offered (OpenAI JSON Schema)."""
 
     @property
+    def outcome(self) -> Outcome:
+        """The trajectory's outcome: every format but ``jsonl`` reads only finished trajectories
+        (``_kept(finished_only=True)``), which have one."""
+        if self.t.outcome is None:
+            raise AssertionError(f"trajectory {self.t.id} has no outcome")
+        return self.t.outcome
+
+    @property
     def score(self) -> tuple[bool, float]:
-        return (self.t.outcome.success, self.t.outcome.reward)
+        return (self.outcome.success, self.outcome.reward)
 
     def turns(self) -> list[dict[str, Any]]:
         """The conversation up to the agent's last reply: what follows it (the environment's
@@ -224,7 +233,7 @@ class _Kept:
 
     def meta(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "trajectory_id": self.t.id, "task": self.t.task.hash(),
-                "success": self.t.outcome.success, "reward": self.t.outcome.reward}
+                "success": self.outcome.success, "reward": self.outcome.reward}
 
 
 def _uses_tool_calls(messages: list[dict[str, Any]]) -> bool:
@@ -333,7 +342,7 @@ def _groups(kept: Iterable[_Kept]) -> Iterator[dict[str, Any]]:
     for group in _by_prompt(kept):
         if len(group) < 2:
             continue
-        rewards = [k.t.outcome.reward for k in group]
+        rewards = [k.outcome.reward for k in group]
         mean = sum(rewards) / len(rewards)
         std = (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5
         yield {"prompt": group[0].split()[0], "completions": [k.split()[1] for k in group],
