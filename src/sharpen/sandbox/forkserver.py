@@ -263,6 +263,12 @@ class ForkServer:
             lease.release()
 
 
+# Process-wide on purpose: a fork server is one confined interpreter per (python, prefix,
+# preload) for this whole process, started once and shared by every sandbox and run in it
+# (starting one costs what it saves on dozens of submissions); a forked child must drop the
+# parent's (_forget_in_child) and exit must stop them all (shutdown_forkservers), which only a
+# registry of the process can do. Giving it an owner would mean passing one through the
+# environment contract down to every LocalSandbox.
 _SERVERS: dict[tuple[str, str, tuple[tuple[str, str], ...]], ForkServer | None] = {}
 _RETIRED: list[ForkServer] = []
 """Servers that died and were replaced: their roots are removed at shutdown."""

@@ -41,7 +41,10 @@ AHEAD_BYTES = 32 << 10
 blocks writing while the worker blocks writing replies nobody reads yet."""
 REPORT_BUDGET = 60_000
 OUTPUT_FILE = "candidate_output.txt"
-_LIBC = ctypes.CDLL(None, use_errno=True)  # at import: a fork server's children inherit it
+# The one module-level object here, and it is immutable: the C library's handle, opened at
+# import (before anything secret is read) so that a fork server's children inherit it rather
+# than load a library after the fork. The checker keeps no other state outside its Harness.
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 class CandidateProtocolError(Exception):
