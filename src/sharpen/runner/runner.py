@@ -39,7 +39,7 @@ from sharpen.runner.retry import RetryingModel
 from sharpen.runner.summary import RunSummary, SummaryBuilder
 from sharpen.runner.writer import StoreWriter
 from sharpen.sandbox.closing import Closing
-from sharpen.store import Store
+from sharpen.store import RunStatus, Store
 
 RETRY_ON_RESUME = ("infra",)
 """Error kinds whose episodes ``resume`` runs again instead of keeping."""
@@ -144,7 +144,7 @@ class Runner:
         # never wait on the database (their slot is free while the write runs).
         writes = StoreWriter(self.store)
         closing = Closing()  # sandboxes the episodes close in the background (sandbox.closing)
-        status = "interrupted"
+        status: RunStatus = "interrupted"
         try:
             with RunProgress(total=len(config.tasks) * config.epochs, done=len(done),
                              enabled=self.progress, label=label, transient=self.transient) as bar:
