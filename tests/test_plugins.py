@@ -243,20 +243,52 @@ def test_a_plugin_missing_a_contract_member_is_told_the_contract(plugin_path: Pa
         assert part in text, text
 
 
-def test_the_python_api_runs_the_outside_env(plugin_path: Path, tmp_path: Path):
-    script = textwrap.dedent(f"""
-        import sharpen
-        run = sharpen.run("arith", agent="ask_once", model="arith_bot", tasks=3,
-                          env_args={{"ops": "+-"}}, store="sqlite:///{tmp_path}/api.db")
-        print(run.id)
-    """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                          env={"PATH": "/usr/bin:/bin", **with_plugins(plugin_path)}, timeout=300)
+API_SCRIPT = """
+import json, sys
+import sharpen
+from sharpen.testing import check_env
+
+store = sys.argv[1]
+run = sharpen.run("arith", agent="ask_once", model="arith_bot", tasks=3, env_args={"ops": "+-"},
+                  store=store)
+seed = sharpen.AgentSpec(agent=sharpen.PluginRef(name="ask_once"),
+                         model=sharpen.PluginRef(name="arith_bot"))
+result = sharpen.improve("arith", proposer="fixed_hint", agent=seed, env_args={"ops": "*"},
+                         train=4, val=3, test=6, minibatch=2, budget_rollouts=20, store=store)
+(mine,) = result.results
+print(json.dumps({"run": run.id, "rate": run.success_rate, "seed_test": result.baseline_test_score,
+                  "winner_test": mine.test_score, "winner": mine.winner.components["instructions"],
+                  "check_env": check_env("arith").ok}))
+"""
+
+
+def test_the_python_api_runs_the_outside_plugins(plugin_path: Path, tmp_path: Path):
+    url = f"sqlite:///{tmp_path}/api.db"
+    done = subprocess.run([sys.executable, "-c", API_SCRIPT, url], capture_output=True, text=True,
+                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", **with_plugins(plugin_path)},
+                          timeout=300)
     assert done.returncode == 0, done.stderr
-    store = Store(f"sqlite:///{tmp_path}/api.db")
-    assert store.resolve_run("latest") == done.stdout.strip()
-    outcomes = [t.outcome for t in store.iter_trajectories(done.stdout.strip())]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["rate"] == 1.0 and got["check_env"] is True
+    assert (got["seed_test"], got["winner_test"]) == (0.0, 1.0)
+    assert got["winner"].endswith("Check the arithmetic once more before you answer, and give the "
+                                  "number only.")
+    store = Store(url)
+    outcomes = [t.outcome for t in store.iter_trajectories(got["run"])]
     assert len(outcomes) == 3 and all(o is not None and o.success for o in outcomes)
+
+
+@pytest.mark.parametrize("args", [
+    ["env", "arith"],
+    ["env", "tests/plugin_pkg/loose_env.py:LooseEnv", "-E", "terms=2"],
+    ["agent", "ask_once", "--env", "arith", "--model", "arith_bot"],
+    ["model", "arith_bot"],
+    ["proposer", "fixed_hint"],
+])
+def test_the_checker_passes_every_outside_plugin(plugin_path: Path, args: list[str]):
+    done = sharpen("check", *args, cwd=REPO, env=with_plugins(plugin_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"ok {args[0]} {args[1]}:") and " 0 failed" in done.stdout
 
 
 def test_the_builtins_come_through_sharpens_own_entry_points():
@@ -310,3 +342,64 @@ def test_two_packages_declaring_one_name_get_the_clear_error(plugin_path: Path, 
     assert done.returncode == 0, done.stderr
     # A name only one package declares is unaffected.
     assert "arith_bot" in sharpen("plugins", "model", cwd=tmp_path, env=env).stdout
+
+
+# -- docs/plugins.md ----------------------------------------------------------------------
+
+DOC = REPO / "docs" / "plugins.md"
+BLOCK = re.compile(r"(?:<!-- (?P<mark>[^\n]*?) -->\n)?```(?P<lang>\w+)\n(?P<body>.*?)\n```\n", re.S)
+
+
+def doc_blocks(lang: str) -> list[tuple[str | None, str]]:
+    """``(marker comment, body)`` of each ``lang`` code block of docs/plugins.md."""
+    return [(m["mark"], m["body"]) for m in BLOCK.finditer(DOC.read_text()) if m["lang"] == lang]
+
+
+def test_the_docs_quote_the_example_package_word_for_word():
+    quoted = [(mark, body) for lang in ("python", "toml") for mark, body in doc_blocks(lang)
+              if mark and mark.startswith("from ")]
+    assert len(quoted) >= 6
+    for mark, body in quoted:
+        source = (REPO / mark.removeprefix("from ")).read_text()
+        assert body in source, f"docs/plugins.md quotes {mark} out of date:\n{body[:300]}"
+
+
+def test_the_docs_judge_meets_the_contract_and_judges(tmp_path: Path):
+    from sharpen import Message, TaskSpec, Trajectory
+    from sharpen.judges.base import JUDGE, JudgeError
+
+    (body,) = [b for mark, b in doc_blocks("python") if mark and mark.startswith("checked")]
+    module = tmp_path / "judge_doc.py"
+    module.write_text(body)
+    registry = Registry(entry_points=False)
+    judge = registry.create(JUDGE, f"{module}:ConcisenessJudge")
+    # arith_bot, by its file: it "rates" a reply holding 2 + 1 as 3, and cannot rate prose.
+    model = registry.create("model", f"{PACKAGE}/src/sharpen_example_plugin/model.py:ArithBot")
+    task = TaskSpec(env="arith", id="t")
+
+    def said(text: str) -> Trajectory:
+        return Trajectory(task=task, agent_hash="h", messages=[Message(role="assistant", content=text)])
+
+    import asyncio
+
+    (fb,) = asyncio.run(judge.judge(said("2 + 1"), model))
+    assert (fb.source, fb.name, fb.value) == ("judge", "conciseness", 3)
+    with pytest.raises(JudgeError, match="no rating"):
+        asyncio.run(judge.judge(said("no numbers here"), model))
+
+
+def test_the_docs_python_examples_run_and_print_what_they_say(plugin_path: Path, tmp_path: Path):
+    blocks = [body for mark, body in doc_blocks("python") if mark is None]
+    assert len(blocks) == 2  # the checker's test, and the Python API
+    for body in blocks:
+        calls = "".join(f"\n{name}()\n" for name in re.findall(r"^def (test_\w+)\(", body, re.M))
+        done = subprocess.run(
+            [sys.executable, "-c", body + calls], capture_output=True, text=True, cwd=tmp_path,
+            timeout=300, env={"PATH": "/usr/bin:/bin", "SHARPEN_STORE": f"sqlite:///{tmp_path}/d.db",
+                              **with_plugins(plugin_path)})
+        assert done.returncode == 0, done.stderr
+        said = [re.escape(c).replace("…", ".*") for c in re.findall(r"^print\(.*\)  # (.*)$", body, re.M)]
+        printed = done.stdout.splitlines()
+        assert len(printed) == len(said), printed
+        for want, got in zip(said, printed, strict=True):
+            assert re.fullmatch(want, got), (want, got)

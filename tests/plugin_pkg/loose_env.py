@@ -42,12 +42,13 @@ class LooseEnv(BaseEnvironment):
 
     def list_tasks(self, split: str | None = None, limit: int | None = None,
                    seed: int = 0) -> list[TaskSpec]:
-        """``limit`` (default 10) tasks of each split asked for."""
+        """``limit`` (default 10) tasks; ``split=None`` takes the splits in turn."""
         splits = [split] if split else list(SPLITS)
+        n = 10 if limit is None else limit
         # Seeds from the split and the index (never hash(): it varies per process).
         return [TaskSpec(env="loose", id=f"loose/{s}/{seed}/{i}", seed=SPLITS[s] + 1000 * seed + i,
-                         knobs={"terms": self.terms}, split=s)  # type: ignore[arg-type]
-                for s in splits if s in SPLITS for i in range(limit or 10)]
+                         knobs={"terms": self.terms}, split=s)
+                for i in range(n) for s in splits if s in SPLITS][:n]
 
     async def reset(self, task: TaskSpec) -> tuple[str, dict[str, Any]]:
         self._task, self._answer = task, None

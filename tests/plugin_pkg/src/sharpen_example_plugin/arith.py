@@ -93,16 +93,16 @@ class ArithEnv(BaseEnvironment):
 
     def list_tasks(self, split: str | None = None, limit: int | None = None,
                    seed: int = 0) -> list[TaskSpec]:
-        """``limit`` (default 20, at most 1000) tasks per split, in order, so a shorter list is
-        a prefix of a longer one; ``split=None`` gives train, val and test in turn, and an
-        unknown split none."""
-        splits = [split] if split else list(SPLIT_SEEDS)
+        """``limit`` (default 20, at most 1000) tasks in a fixed order, so a shorter list is a
+        prefix of a longer one; ``split=None`` takes train, val and test tasks in turn; an
+        unknown split has none."""
         if split is not None and split not in SPLIT_SEEDS:
             return []
+        splits = [split] if split else list(SPLIT_SEEDS)
         n = min(20 if limit is None else limit, 1000)
         return [TaskSpec(env="arith", id=f"arith/{s}/{seed}/{i}", seed=SPLIT_SEEDS[s] + 1000 * seed + i,
-                         knobs=self.knobs, split=s)  # type: ignore[arg-type]
-                for s in splits for i in range(n)]
+                         knobs=self.knobs, split=s)
+                for i in range(n) for s in splits][:n]
 
     async def reset(self, task: TaskSpec) -> tuple[str, dict[str, Any]]:
         """The question; info holds nothing secret (the agent sees it)."""
