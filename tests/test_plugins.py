@@ -183,7 +183,7 @@ def test_a_plugin_named_by_its_file(plugin_path: Path, tmp_path: Path):
 
 @pytest.mark.parametrize(("args", "says"), [
     (["run", "sharpen_example_plugn.arith:ArithEnv"],
-     ["cannot import module 'sharpen_example_plugn.arith'", "did you mean sharpen_example_plugin?"]),
+     ["cannot import module 'sharpen_example_plugn.arith'", "did you mean sharpen_example_plugin.arith?"]),
     (["run", "sharpen_example_plugin.arth:ArithEnv"],
      ["cannot import module 'sharpen_example_plugin.arth'",
       "did you mean sharpen_example_plugin.arith?"]),

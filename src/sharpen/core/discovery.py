@@ -126,27 +126,33 @@ def _import_module(kind: str, ref: str, dotted: str) -> types.ModuleType:
 
 
 def _module_hint(dotted: str) -> str:
-    """What to write instead of a module that cannot be imported: the closest sibling module,
+    """What to write instead of a module that cannot be imported: the closest module name,
     or the file form when the module is a file in the current folder."""
     as_file = Path(*dotted.split(".")).with_suffix(".py")
     if as_file.is_file():
         return (f"{as_file} is a file here but not an installed module: name it as "
                 f"{as_file}:Name, or install its package")
-    parent, _, leaf = dotted.rpartition(".")
-    if parent:
-        try:
-            package = importlib.import_module(parent)
-        except ImportError:
-            return _module_hint(parent)
-        names = [m.name for m in pkgutil.iter_modules(getattr(package, "__path__", []))]
-        prefix = parent + "."
-    else:
-        names = [m.name for m in pkgutil.iter_modules()]
-        prefix = ""
-    close = difflib.get_close_matches(leaf, names, n=1)
+    close = _close_module(dotted)
     if close:
-        return f"did you mean {prefix}{close[0]}?"
+        return f"did you mean {close}?"
     return "check the module name, and that its package is installed where sharpen runs"
+
+
+def _close_module(dotted: str) -> str | None:
+    """The importable module name closest to ``dotted``, part by part (``pkgz.envs`` →
+    ``pkg.envs``), or ``None``."""
+    parent, _, leaf = dotted.rpartition(".")
+    if not parent:
+        found = difflib.get_close_matches(leaf, [m.name for m in pkgutil.iter_modules()], n=1)
+        return found[0] if found else None
+    try:
+        package = importlib.import_module(parent)
+    except ImportError:
+        fixed = _close_module(parent)
+        return f"{fixed}.{leaf}" if fixed else None
+    names = [m.name for m in pkgutil.iter_modules(getattr(package, "__path__", []))]
+    found = difflib.get_close_matches(leaf, names, n=1)
+    return f"{parent}.{found[0]}" if found else None
 
 
 def import_plugin_module(module: str) -> None:
