@@ -204,11 +204,11 @@ def _calibration(conn: Connection, run_id: str) -> list[CalibrationBin]:
         # subqueries and re-evaluate json_extract in every place its value is used (about
         # 3× slower); ``LIMIT -1`` (no limit) keeps it from flattening.
         y = case((_T.c.success.is_(True), 1.0), else_=0.0)
-        q1 = select(raw.label("raw"), y.label("y")).where(has)
-        q1 = (q1.limit(-1) if dialect == "sqlite" else q1).subquery()
+        s1 = select(raw.label("raw"), y.label("y")).where(has)
+        q1 = (s1.limit(-1) if dialect == "sqlite" else s1).subquery()
         p = case((q1.c.raw < 0, 0.0), (q1.c.raw > 1, 1.0), else_=q1.c.raw * 1.0)
-        q2 = select(p.label("p"), q1.c.y).where(q1.c.raw.is_not(None))
-        q2 = (q2.limit(-1) if dialect == "sqlite" else q2).subquery()
+        s2 = select(p.label("p"), q1.c.y).where(q1.c.raw.is_not(None))
+        q2 = (s2.limit(-1) if dialect == "sqlite" else s2).subquery()
         scaled = q2.c.p * CONFIDENCE_BINS
         floor = cast(scaled, Integer) if dialect == "sqlite" else func.floor(scaled)
         b = case((floor >= CONFIDENCE_BINS, CONFIDENCE_BINS - 1), else_=floor)

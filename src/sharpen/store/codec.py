@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import TypeAdapter
+from sqlalchemy import RowMapping
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.feedback import Feedback, FeedbackTarget
@@ -24,7 +25,9 @@ from sharpen.core.trajectory import Action, Step, Trajectory
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
-Row = Mapping[str, Any]
+Row = Mapping[str, Any] | RowMapping
+"""A row's values by column name: a plain mapping, or SQLAlchemy's ``RowMapping`` (whose keys
+may be column objects too, so it is no ``Mapping[str, Any]``)."""
 
 COVERED_FIELDS: dict[type, frozenset[str]] = {
     TaskSpec: frozenset({"env", "id", "seed", "knobs", "split", "metadata"}),

@@ -65,9 +65,9 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        if isinstance(value, str):  # defensive: rows written by other tools
-            value = datetime.fromisoformat(value)
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        # a string: defensive, for rows written by other tools
+        when: datetime = datetime.fromisoformat(value) if isinstance(value, str) else value
+        return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)

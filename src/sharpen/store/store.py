@@ -166,7 +166,7 @@ class Store:
         ref = ref.strip()
         with read_begin(self._engine) as conn:
             if ref.lower() in LATEST:
-                newest = conn.execute(
+                newest: str | None = conn.execute(
                     select(runs.c.id).order_by(runs.c.created_at.desc(), runs.c.id.desc()).limit(1)
                 ).scalar_one_or_none()
                 if newest is None:
@@ -176,7 +176,7 @@ class Store:
                 raise UserError("empty run reference", RUNS_FIX)
             if conn.execute(select(runs.c.id).where(runs.c.id == ref)).first() is not None:
                 return ref
-            found = list(
+            found: list[str] = list(
                 conn.execute(
                     select(runs.c.id)
                     .where(runs.c.id.startswith(ref, autoescape=True))
