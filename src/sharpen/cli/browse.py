@@ -14,6 +14,7 @@ from rich.table import Table
 
 from sharpen.cli.options import StoreOpt, open_store
 from sharpen.core.trajectory import Trajectory
+from sharpen.envs.generation import parse_split
 from sharpen.runner.summary import RunSummary
 from sharpen.train.export import FeedbackCondition, Where
 from sharpen.train.export import export as export_lines
@@ -73,8 +74,8 @@ def show(
         last = max(ts, key=lambda t: t.epoch)
         note = ""
         if last.outcome is not None:
-            note = (last.outcome.error or last.outcome.evidence or "").strip().splitlines()
-            note = note[0][:70] if note else ""
+            lines = (last.outcome.error or last.outcome.evidence or "").strip().splitlines()
+            note = lines[0][:70] if lines else ""
         reward = sum(t.outcome.reward for t in ts if t.outcome) / len(ts)
         table.add_row(task_id, _pattern(ts), f"{reward:.2f}",
                       str(sum(t.invalid_actions for t in ts)),
@@ -112,7 +113,7 @@ def export(
 ) -> None:
     """Export trajectories as JSON lines: the full record, or fine-tuning data (SFT examples,
     preference pairs, RL groups) filtered by outcome and feedback."""
-    where = Where(success=success, split=split, min_reward=min_reward,
+    where = Where(success=success, split=parse_split(split), min_reward=min_reward,
                   feedback=[FeedbackCondition.parse(f) for f in feedback or []],
                   include_errors=include_errors)
     lines, count = export_lines(open_store(store), runs, format, where, pairs_per_prompt=pairs_per_prompt)

@@ -27,14 +27,14 @@ def render(rep: ComparisonReport, console: Console) -> None:
                 "tokens/task", "$/task", "s/task"):
         runs.add_column(col, no_wrap=col in ("run", "success [95% CI]"))
     for b in rep.runs:
-        s, c = b.success, b.cost
+        s, cost = b.success, b.cost
         ci = f" [{100 * s.ci.low:.1f}, {100 * s.ci.high:.1f}]" if s.ci else ""
         runs.add_row(b.label, b.run.run_id, f"{b.run.agent_name} ({b.run.model})",
                      f"{b.run.tasks_planned} × {b.run.epochs_planned}", pct(s.value) + ci,
                      pct(b.errors.excluded_share),
-                     "n/a" if c.tokens_per_task is None else f"{c.tokens_per_task:,.0f}",
-                     "unknown" if c.cost_per_task is None else f"{c.cost_per_task:.4f}",
-                     "n/a" if c.seconds_per_task is None else f"{c.seconds_per_task:.1f}")
+                     "n/a" if cost.tokens_per_task is None else f"{cost.tokens_per_task:,.0f}",
+                     "unknown" if cost.cost_per_task is None else f"{cost.cost_per_task:.4f}",
+                     "n/a" if cost.seconds_per_task is None else f"{cost.seconds_per_task:.1f}")
     console.print(runs)
     comps = Table(title="Paired comparisons on common tasks (difference = other − A, in points)",
                   title_justify="left")

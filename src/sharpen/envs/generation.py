@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 
 from sharpen.core.errors import UserError
 from sharpen.core.messages import ToolSpec
-from sharpen.core.task import TaskSpec
+from sharpen.core.task import Split, TaskSpec
 from sharpen.envs.base import BaseEnvironment, EnvInfo, Generator, Knob
 
-SPLITS = ("train", "val", "test")
+SPLITS: tuple[Split, ...] = ("train", "val", "test")
 SPLIT_SPAN = 1_000_000_000
 """Seeds per split."""
 
@@ -90,6 +90,13 @@ def check_split(split: str | None) -> None:
     """A :class:`UserError` unless ``split`` is ``None`` or one of :data:`SPLITS`."""
     if split is not None and split not in SPLITS:
         raise UserError(f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
+
+
+def parse_split(split: str | None) -> Split | None:
+    """``split`` as a :data:`~sharpen.core.task.Split` (``None`` stays ``None``); the
+    :class:`UserError` of :func:`check_split` for any other name."""
+    check_split(split)
+    return next((s for s in SPLITS if s == split), None)
 
 
 def list_generated(

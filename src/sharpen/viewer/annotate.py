@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
-from sharpen.core.feedback import Feedback, FeedbackTarget
+from sharpen.core.feedback import Feedback, FeedbackTarget, TargetKind
 from sharpen.store import browse
 from sharpen.store.store import Store
 from sharpen.viewer.app import render
@@ -16,6 +16,8 @@ from sharpen.viewer.steps import feedback_threads, step_view
 
 router = APIRouter()
 AUTHOR_COOKIE = "sharpen_author"
+ANNOTATED_KINDS: tuple[TargetKind, ...] = ("trajectory", "step", "span")
+"""The targets a reader may annotate in the viewer (a trajectory, one of its steps, a span)."""
 
 
 def _int(value: str, what: str) -> int | None:
@@ -49,13 +51,14 @@ def add_feedback(
         raise HTTPException(404, f"no trajectory {trajectory_id}")
     step = _int(step_index, "step_index")
     start, end = _int(span_start, "span_start"), _int(span_end, "span_end")
-    if kind not in ("trajectory", "step", "span"):
+    target_kind = next((k for k in ANNOTATED_KINDS if k == kind), None)
+    if target_kind is None:
         raise HTTPException(400, "kind must be trajectory, step or span")
-    if kind == "step" and start is not None and end is not None and end > start:
-        kind = "span"
-    if kind in ("step", "span") and (step is None or not 0 <= step < max(head.n_steps, 1)):
+    if target_kind == "step" and start is not None and end is not None and end > start:
+        target_kind = "span"
+    if target_kind in ("step", "span") and (step is None or not 0 <= step < max(head.n_steps, 1)):
         raise HTTPException(400, "a step annotation needs a valid step_index")
-    if kind == "span" and (start is None or end is None or not 0 <= start < end):
+    if target_kind == "span" and (start is None or end is None or not 0 <= start < end):
         raise HTTPException(400, "a span annotation needs 0 <= span_start < span_end")
     value: float | None = None
     if score.strip():
@@ -74,9 +77,9 @@ def add_feedback(
         target = old.target
     else:
         target = FeedbackTarget(
-            kind=kind, run_id=head.run_id, trajectory_id=trajectory_id,
-            step_index=None if kind == "trajectory" else step,
-            span=(start, end) if kind == "span" and start is not None and end is not None else None)
+            kind=target_kind, run_id=head.run_id, trajectory_id=trajectory_id,
+            step_index=None if target_kind == "trajectory" else step,
+            span=(start, end) if target_kind == "span" and start is not None and end is not None else None)
     who = author.strip()[:200] or request.cookies.get(AUTHOR_COOKIE) or "anonymous"
     fb = Feedback(source="human", target=target, name=(name.strip() or "note")[:200], value=value,
                   rationale=text, author=who, supersedes=old.id if old else None)

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from markupsafe import Markup
 
 from sharpen.core.errors import UserError
+from sharpen.envs.generation import parse_split
 from sharpen.stats.intervals import wilson_interval
 from sharpen.store import browse
 from sharpen.store.records import RUN_STATUSES, RunRecord
@@ -116,7 +117,7 @@ def run_export(request: Request, run_ref: str, format: str = "sft", outcome: str
     try:
         if outcome not in OUTCOMES:
             raise UserError(f"unknown outcome filter {outcome!r}", "choose any, success or failure")
-        where = Where(success=OUTCOMES[outcome], split=split or None,
+        where = Where(success=OUTCOMES[outcome], split=parse_split(split or None),
                       feedback=[FeedbackCondition.parse(feedback)] if feedback.strip() else [])
         lines, count = export(_store(request), [run_ref], format, where)
     except UserError as exc:
