@@ -37,11 +37,13 @@ dev-setup: setup $(VENV)/.installed-dev
 demo: setup
 	$(VENV)/bin/sharpen demo
 
+# mypy first ([tool.mypy] in pyproject.toml): a type error fails `make test`.
 test: dev-setup
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
 lint: dev-setup
 	$(VENV)/bin/ruff check src tests
 
 clean:
-	rm -rf $(VENV) .sharpen .pytest_cache
+	rm -rf $(VENV) .sharpen .pytest_cache .mypy_cache
