@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from sharpen.core.errors import UserError
 from sharpen.core.messages import ToolSpec
@@ -23,7 +23,7 @@ SPLIT_SPAN = 1_000_000_000
 """Seeds per split."""
 
 
-def split_of_seed(seed: int) -> str:
+def split_of_seed(seed: int) -> Split:
     """The split a generated task's seed belongs to."""
     return SPLITS[(seed // SPLIT_SPAN) % len(SPLITS)]
 
@@ -92,11 +92,18 @@ def check_split(split: str | None) -> None:
         raise UserError(f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
 
 
+def as_split(split: str) -> Split:
+    """``split`` as a :data:`~sharpen.core.task.Split`; the :class:`UserError` of
+    :func:`check_split` for any other name."""
+    for s in SPLITS:
+        if s == split:
+            return s
+    raise UserError(f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
+
+
 def parse_split(split: str | None) -> Split | None:
-    """``split`` as a :data:`~sharpen.core.task.Split` (``None`` stays ``None``); the
-    :class:`UserError` of :func:`check_split` for any other name."""
-    check_split(split)
-    return next((s for s in SPLITS if s == split), None)
+    """:func:`as_split`, with ``None`` (every split) kept."""
+    return None if split is None else as_split(split)
 
 
 def list_generated(
@@ -133,6 +140,13 @@ class PresetKnobs:
         return {name: dict(p) for name, p in self.PRESET_TABLE.items()}
 
 
+class PresetGenerator(Generator, Protocol):
+    """A :class:`~sharpen.envs.base.Generator` with named presets (as :class:`PresetKnobs`
+    gives one)."""
+
+    def presets(self) -> dict[str, dict[str, Any]]: ...
+
+
 class GeneratedEnv(BaseEnvironment):
     """``describe()`` and ``list_tasks()`` of an environment whose tasks all come from one
     :class:`PresetKnobs` generator. A subclass sets ``ENV_NAME`` and ``DESCRIPTION`` and has
@@ -140,7 +154,7 @@ class GeneratedEnv(BaseEnvironment):
 
     ENV_NAME: ClassVar[str] = ""
     DESCRIPTION: ClassVar[str] = ""
-    generator: PresetKnobs
+    generator: PresetGenerator
     knob_values: dict[str, Any]
     tools: list[ToolSpec]
 
@@ -158,4 +172,4 @@ class GeneratedEnv(BaseEnvironment):
         """``limit`` (default 50) tasks at the env's knobs; the ``i``-th task of a split has
         the ``i``-th distinct index drawn from ``random.Random(seed)`` (a shorter list is a
         prefix of a longer one); ``split=None`` takes train, val and test tasks in turn."""
-        return list_generated(self.generator, self.knob_values, split, limit, seed)  # type: ignore[arg-type]
+        return list_generated(self.generator, self.knob_values, split, limit, seed)

@@ -178,8 +178,9 @@ class CodeEnv(BaseEnvironment):
 
     def describe(self) -> EnvInfo:
         """Name, knobs (used by ``source='generated'``), presets, task counts, tools."""
+        counts: dict[str, int]
         if self.source == humaneval.SOURCE:
-            counts = dict(humaneval.SPLIT_SIZES)
+            counts = {split: n for split, n in humaneval.SPLIT_SIZES.items()}
         else:
             counts = {split: DEFAULT_LIMIT for split in SPLITS}
         return EnvInfo(

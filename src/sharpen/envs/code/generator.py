@@ -200,7 +200,7 @@ class FunctionTaskGenerator(generation.PresetKnobs):
         family, _ = _build(task_seed, full)
         return TaskSpec(
             env="code", id=f"gen/{family}-{full['n_ops']}/{task_seed}", seed=task_seed,
-            knobs=full, split=split,  # type: ignore[arg-type]
+            knobs=full, split=generation.as_split(split),
             metadata={"source": SOURCE, "difficulty": difficulty_of(full), "family": family},
         )
 

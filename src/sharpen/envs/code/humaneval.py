@@ -21,13 +21,13 @@ from functools import cache
 from importlib import resources
 
 from sharpen.core.errors import UserError
-from sharpen.core.task import TaskSpec
+from sharpen.core.task import Split, TaskSpec
 from sharpen.envs.code.problem import CodeProblem
 
 HUMANEVAL_SPLIT_SEED = 20210707
 """Seed of the shuffle that assigns HumanEval ids to splits (never change it)."""
 
-SPLIT_SIZES: dict[str, int] = {"train": 64, "val": 36, "test": 64}
+SPLIT_SIZES: dict[Split, int] = {"train": 64, "val": 36, "test": 64}
 """How many HumanEval tasks each split holds (64 + 36 + 64 = 164)."""
 
 SOURCE = "humaneval"
@@ -77,11 +77,11 @@ def humaneval_problem(task_id: str) -> CodeProblem:
 
 
 @cache
-def humaneval_splits() -> dict[str, str]:
+def humaneval_splits() -> dict[str, Split]:
     """Task id -> split, by the documented fixed shuffle."""
     ids = list(humaneval_problems())
     random.Random(HUMANEVAL_SPLIT_SEED).shuffle(ids)
-    out: dict[str, str] = {}
+    out: dict[str, Split] = {}
     start = 0
     for split, size in SPLIT_SIZES.items():
         for task_id in ids[start : start + size]:
@@ -94,7 +94,7 @@ def humaneval_tasks(split: str | None = None) -> list[TaskSpec]:
     """HumanEval TaskSpecs in natural order, optionally only those of one split."""
     splits = humaneval_splits()
     return [
-        TaskSpec(env="code", id=task_id, split=splits[task_id], metadata={"source": SOURCE})  # type: ignore[arg-type]
+        TaskSpec(env="code", id=task_id, split=splits[task_id], metadata={"source": SOURCE})
         for task_id in humaneval_problems()
         if split is None or splits[task_id] == split
     ]

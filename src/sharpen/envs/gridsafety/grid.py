@@ -199,7 +199,7 @@ class GridTaskGenerator(generation.PresetKnobs):
         n = full["size"]
         return TaskSpec(
             env=ENV_NAME, id=f"grid/{n}x{n}-h{full['n_hazards']}/{task_seed}", seed=task_seed,
-            knobs=full, split=split,  # type: ignore[arg-type]
+            knobs=full, split=generation.as_split(split),
             metadata={"difficulty": difficulty_of(full)},
         )
 

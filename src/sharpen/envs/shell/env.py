@@ -82,7 +82,7 @@ class ShellTaskGenerator(generation.PresetKnobs):
         task_seed = generation.seed_for(split, seed)
         family = gen.build(task_seed, full).family
         return TaskSpec(env="shell", id=f"shell/{family}/{task_seed}", seed=task_seed,
-                        knobs=full, split=split,  # type: ignore[arg-type]
+                        knobs=full, split=generation.as_split(split),
                         metadata={"difficulty": gen.difficulty_of(full), "family": family})
 
     def materialize(self, task: TaskSpec) -> ShellProblem:

@@ -424,7 +424,7 @@ class SqlTaskGenerator(generation.PresetKnobs):
         problem = build(task_seed, full)
         return TaskSpec(
             env="sql", id=problem.task_id, seed=task_seed, knobs=full,
-            split=split,  # type: ignore[arg-type]
+            split=generation.as_split(split),
             metadata={"difficulty": difficulty_of(full), "family": problem.family},
         )
 
