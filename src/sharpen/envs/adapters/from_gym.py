@@ -81,7 +81,7 @@ class _Tasks:
         task_seed = generation.seed_for(split, seed)
         return TaskSpec(env=ENV_NAME, id=f"{self.env_id}/{task_seed}", seed=task_seed,
                         knobs={"env_id": self.env_id, "env_kwargs": self.env_kwargs},
-                        split=split, metadata={"difficulty": "default"})  # type: ignore[arg-type]
+                        split=generation.as_split(split), metadata={"difficulty": "default"})
 
     def is_solvable(self, task: TaskSpec) -> bool:  # pragma: no cover - no general answer
         return True

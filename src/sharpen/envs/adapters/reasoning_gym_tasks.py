@@ -240,7 +240,7 @@ class ReasoningGymGenerator:
         level = difficulty_of(name, config)
         return TaskSpec(
             env=ENV_NAME, id=f"{name}/{level}/{task_seed}", seed=task_seed,
-            knobs={"dataset": name, "config": config}, split=split,  # type: ignore[arg-type]
+            knobs={"dataset": name, "config": config}, split=generation.as_split(split),
             metadata={"difficulty": level, "dataset": name, "question": str(entry["question"]),
                       "answer": str(entry["answer"])},
         )

@@ -181,7 +181,7 @@ class TextArenaGenerator(generation.PresetKnobs):
         task_seed = generation.seed_for(split, seed)
         level = generation.difficulty_of(self.game.presets, full)
         return TaskSpec(env=ENV_NAME, id=f"{self.game.name}/{level}/{task_seed}", seed=task_seed,
-                        knobs={"game": self.game.name, **full}, split=split,  # type: ignore[arg-type]
+                        knobs={"game": self.game.name, **full}, split=generation.as_split(split),
                         metadata={"difficulty": level, "game": self.game.name})
 
     def reference_moves(self, task: TaskSpec) -> list[str]:

@@ -201,7 +201,7 @@ class NegotiationTaskGenerator(generation.PresetKnobs):
         deal = build_deal(task_seed, full)
         return TaskSpec(
             env=ENV_NAME, id=f"negotiation/{deal.role}-{deal.strategy}/{task_seed}",
-            seed=task_seed, knobs=full, split=split,  # type: ignore[arg-type]
+            seed=task_seed, knobs=full, split=generation.as_split(split),
             metadata={"difficulty": generation.difficulty_of(PRESETS, full),
                       "role": deal.role, "strategy": deal.strategy},
         )

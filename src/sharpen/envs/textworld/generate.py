@@ -228,7 +228,7 @@ class TextWorldTaskGenerator(generation.PresetKnobs):
         return TaskSpec(
             env=ENV_NAME,
             id=f"textworld/{g.family}-r{full['n_rooms']}-d{full['goal_depth']}/{task_seed}",
-            seed=task_seed, knobs=full, split=split,  # type: ignore[arg-type]
+            seed=task_seed, knobs=full, split=generation.as_split(split),
             metadata={"difficulty": difficulty_of(full), "family": g.family,
                       "goal": g.text(world), "walkthrough": len(plan)},
         )

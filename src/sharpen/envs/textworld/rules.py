@@ -71,6 +71,15 @@ def _door_here(world: World, state: State) -> dict[str, str]:
     return {door: d for d, _, door in world.rooms[state.room].exits if door is not None}
 
 
+def _beyond(world: World, state: State, direction: str) -> str:
+    """The room the exit ``direction`` of the current room leads to (it has one: the
+    direction came from that room's exits)."""
+    found = world.rooms[state.room].exit(direction)
+    if found is None:
+        raise KeyError(direction)
+    return found[0]
+
+
 def scope(world: World, state: State) -> list[str]:
     """Every name the agent can refer to now (see the module doc), in a fixed order."""
     recs = [r.name for r in world.receptacles.values() if r.room == state.room]
@@ -133,7 +142,7 @@ def _contents_text(world: World, state: State, receptacle: str) -> str:
 def _examine(world: World, state: State, name: str) -> str:
     if name in world.doors:
         d = _door_here(world, state)[name]
-        room = world.rooms[state.room].exit(d)[0]  # type: ignore[index]
+        room = _beyond(world, state, d)
         status = "open" if name in state.opened else "closed"
         return f"The {name} leads {d} to the {room}. It is {status}."
     if name in world.receptacles:
@@ -170,7 +179,7 @@ def _open_close(world: World, state: State, verb: str, name: str) -> Result:
     new = replace(state, opened=state.opened | {name})
     if is_door:
         d = _door_here(world, state)[name]
-        room = world.rooms[state.room].exit(d)[0]  # type: ignore[index]
+        room = _beyond(world, state, d)
         return Result(new, f"You open the {name}. It leads {d} to the {room}.", True)
     return Result(new, f"You open the {name}. {_contents_text(world, new, name)}", True)
 

@@ -89,7 +89,7 @@ class ToolshopTaskGenerator(generation.PresetKnobs):
         task_seed = generation.seed_for(split, seed)
         kinds = build_shop(task_seed, full).kinds
         return TaskSpec(env=ENV_NAME, id=f"toolshop/{'+'.join(kinds)}/{task_seed}", seed=task_seed,
-                        knobs=full, split=split,  # type: ignore[arg-type]
+                        knobs=full, split=generation.as_split(split),
                         metadata={"difficulty": generation.difficulty_of(PRESETS, full),
                                   "kinds": list(kinds)})
 
