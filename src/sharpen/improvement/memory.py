@@ -86,6 +86,13 @@ class Op(BaseModel):
     """The rule text (ADD, EDIT)."""
 
 
+def _slot(op: Op) -> int:
+    """The 0-based index of the rule ``op`` names (every operation but ADD names one)."""
+    if op.ref is None:
+        raise TypeError(f"{op.kind} needs a rule number")
+    return op.ref - 1
+
+
 def normalize(text: str) -> str:
     """The comparison key of a rule: lower case, single spaces, no end punctuation."""
     return re.sub(r"\s+", " ", text).strip().strip(".!;:,").strip().lower()
@@ -138,7 +145,7 @@ def parse_ops(reply: str) -> list[Op]:
             elif kind == "EDIT" and ref is not None and text:
                 ops.append(Op(kind="EDIT", ref=ref, text=text))
         elif ref is not None and (not rest or rest[0] in _SEP + ".,;(!"):
-            ops.append(Op(kind=kind, ref=ref))  # type: ignore[arg-type]
+            ops.append(Op.model_validate({"kind": kind, "ref": ref}))  # kind: one the regex matched
     return ops
 
 
@@ -271,21 +278,23 @@ class RuleMemory(BaseModel):
                         continue
                     added.append(op.text)
                 else:
-                    if slots[op.ref - 1] is None:  # type: ignore[operator]
+                    k = _slot(op)
+                    if slots[k] is None:
                         out.ignored.append(f"EDIT {op.ref}: the rule was removed")
                         continue
-                    taken.discard(normalize(slots[op.ref - 1] or ""))  # type: ignore[operator]
-                    slots[op.ref - 1] = op.text  # type: ignore[operator]
+                    taken.discard(normalize(slots[k] or ""))
+                    slots[k] = op.text
                 taken.add(normalize(op.text))
                 out.done.append(f"{op.kind}{'' if op.ref is None else f' {op.ref}'}: {op.text}")
             elif op.kind == "REMOVE":
-                if slots[op.ref - 1] is None:  # type: ignore[operator]
+                k = _slot(op)
+                if slots[k] is None:
                     out.ignored.append(f"REMOVE {op.ref}: already removed")
                     continue
-                slots[op.ref - 1] = None  # type: ignore[operator]
+                slots[k] = None
                 out.done.append(f"REMOVE {op.ref}")
             else:
-                self.vote(current[op.ref - 1], helpful=op.kind == "UPVOTE")  # type: ignore[operator]
+                self.vote(current[_slot(op)], helpful=op.kind == "UPVOTE")
                 out.done.append(f"{op.kind} {op.ref}")
         out.rules = [s for s in slots if s is not None] + added
         return out
