@@ -67,7 +67,7 @@ def load_reference(kind: str, ref: str) -> Callable[..., Any]:
         module = _load_file(kind, ref, Path(where))
     else:
         module = _import_module(kind, ref, where)
-    obj = getattr(module, attr, None)
+    obj: object = getattr(module, attr, None)
     if obj is None:
         public = sorted(n for n, v in vars(module).items()
                         if not n.startswith("_") and callable(v)
@@ -81,7 +81,7 @@ def load_reference(kind: str, ref: str) -> Callable[..., Any]:
     if not callable(obj):
         raise UserError(f"{ref!r} is a {type(obj).__name__}, not a {kind} class or factory",
                         "point the reference at the class (or a function that returns the plug-in)")
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def _load_file(kind: str, ref: str, path: Path) -> types.ModuleType:

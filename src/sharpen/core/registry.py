@@ -40,7 +40,7 @@ from sharpen.core.errors import UserError
 from sharpen.core.hashing import content_hash
 
 T = TypeVar("T")
-P = TypeVar("P")
+P = TypeVar("P", bound=Callable[..., Any])
 
 KINDS = ("env", "agent", "model", "proposer", "judge", "verifier")
 """Every plug-in kind (the ``KIND`` of a ``KIND.NAME`` entry point)."""
@@ -111,8 +111,9 @@ class Registry:
             existing = self._entries[kind_name].get(name)
             if existing is not None and existing is not obj:
                 raise ValueError(f"{kind_name} {name!r} is already registered by {existing!r}")
-            self._entries[kind_name][name] = obj  # type: ignore[assignment]
+            self._entries[kind_name][name] = obj
             if not hasattr(obj, "registry_name"):
+                # A class or function takes any attribute; P only says it is callable.
                 obj.registry_name = name  # type: ignore[attr-defined]
             return obj
 
