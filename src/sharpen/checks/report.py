@@ -42,7 +42,7 @@ class CheckReport(BaseModel):
     notes: list[str] = Field(default_factory=list)
     """Checks that did not apply (no reference solution, no verifier), and why."""
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic stacks it on a property; mypy cannot
     @property
     def ok(self) -> bool:
         """Whether every check that ran passed."""
