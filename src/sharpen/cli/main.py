@@ -3,25 +3,59 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from sharpen.cli import (
-    browse,
-    check_cmd,
-    compare_cmd,
-    demo_cmd,
-    envs_cmd,
-    improve_cmd,
-    plugins_cmd,
-    report_cmd,
-    run_cmd,
-    train_cmd,
-    view_cmd,
-)
+from sharpen.cli.lazy import LazyCommand, LazyGroup
 from sharpen.core.errors import UserError
+
+COMMANDS: tuple[LazyCommand, ...] = (
+    LazyCommand("envs", "sharpen.cli.envs_cmd", "envs",
+                "List environments with their knobs, difficulties and task counts."),
+    LazyCommand("plugins", "sharpen.cli.plugins_cmd", "plugins",
+                "List plug-ins by kind: the built-ins and every installed package's (entry points). "
+                "Your own are named as module:Name or path/to/file.py:Name (docs/plugins.md)."),
+    LazyCommand("run", "sharpen.cli.run_cmd", "run",
+                "Run an agent on an environment's tasks and print a summary."),
+    LazyCommand("runs", "sharpen.cli.browse", "runs", "List recent runs, newest first."),
+    LazyCommand("show", "sharpen.cli.browse", "show",
+                "Show a run: manifest, per-task results (one mark per epoch), summary."),
+    LazyCommand("export", "sharpen.cli.browse", "export",
+                "Export trajectories as JSON lines: the full record, or fine-tuning data (SFT "
+                "examples, preference pairs, RL groups) filtered by outcome and feedback."),
+    LazyCommand("checkpoint", "sharpen.cli.train_cmd", "checkpoint",
+                "Write the embedded model (or another GGUF model) as a float32 Hugging Face "
+                "checkpoint with its tokenizer and chat template, for fine-tuning on `sharpen "
+                "export` data with TRL."),
+    LazyCommand("gguf", "sharpen.cli.train_cmd", "to_gguf",
+                "Write a trained checkpoint as a GGUF file, with the metadata of the model it came "
+                "from, so the embedded runner loads it: --model local --model-arg model_path=OUT."),
+    LazyCommand("report", "sharpen.cli.report_cmd", "report",
+                "Report a run: mean success, pass@k and pass^k with intervals over tasks, excluded "
+                "errors, cost per task and per success, reliability, power and validity checks."),
+    LazyCommand("compare", "sharpen.cli.compare_cmd", "compare",
+                "Compare runs on their common tasks: per-task paired differences, McNemar or a "
+                "paired bootstrap, Holm-adjusted verdicts, cost next to accuracy."),
+    LazyCommand("view", "sharpen.cli.view_cmd", "view",
+                "Browse runs and trajectories, annotate them, compare runs and inspect improvement "
+                "experiments in the browser."),
+    LazyCommand("improve", "sharpen.cli.improve_cmd", "improve",
+                "Improve an AgentSpec on train/val within a budget; report its held-out gain on test."),
+    LazyCommand("demo", "sharpen.cli.demo_cmd", "demo",
+                "Baseline the embedded model on code tasks, improve it with Reflexion on the failed "
+                "tests within a budget, and print the held-out verdict with its paired 95% interval."),
+    LazyCommand("check", "sharpen.cli.check_cmd", "app",
+                "Check that a plug-in keeps its kind's contract (like Gymnasium's check_env)."),
+)
+"""Every command, in --help order: its module is imported only when it runs, so --help is
+fast (tests/test_cli_json.py checks each help line against the command's docstring)."""
+
+
+class SharpenGroup(LazyGroup):
+    """The top-level group: :data:`COMMANDS`, loaded lazily."""
+
+    lazy = COMMANDS
 
 app = typer.Typer(
     name="sharpen",
@@ -29,21 +63,25 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=SharpenGroup,
 )
-app.command("envs")(envs_cmd.envs)
-app.command("plugins")(plugins_cmd.plugins)
-app.command("run")(run_cmd.run)
-app.command("runs")(browse.runs)
-app.command("show")(browse.show)
-app.command("export")(browse.export)
-app.command("checkpoint")(train_cmd.checkpoint)
-app.command("gguf")(train_cmd.to_gguf)
-app.command("report")(report_cmd.report)
-app.command("compare")(compare_cmd.compare)
-app.command("view")(view_cmd.view)
-app.command("improve")(improve_cmd.improve)
-app.command("demo")(demo_cmd.demo)
-app.add_typer(check_cmd.app, name="check")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from sharpen import __version__
+
+        print(f"sharpen {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version,
+        help="Print sharpen's version and exit.")] = False,
+) -> None:
+    """Close the feedback loop for LLM agents: environments, rollouts, feedback, evaluation."""
 
 
 def main() -> None:
@@ -51,6 +89,9 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
+        from rich.console import Console
+        from rich.markup import escape
+
         err = Console(stderr=True)
         # The message is text, not markup: "[source:]name" must not vanish as a style tag.
         err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
