@@ -188,6 +188,12 @@ async def test_schema_errors_are_precise_and_change_nothing():
          "'payment_method_id' must match gift_card_1234567; got 'visa'"),
         (_call("find_customer", name="Ana Lopez"), "find_customer needs 'email', or 'name' and 'zip'"),
         (_call("respond", message="  "), "argument 'message' must not be empty"),
+        # JSON Schema's pattern is ECMA-262: "$" does not match before a trailing newline.
+        (_call("get_order", order_id="#W1234567\n"),
+         "argument 'order_id' must match #W1234567; got '#W1234567\\n'"),
+        (_call("return_items", order_id="#W1234567", item_ids=["1234567890", "1234567890"],
+               payment_method_id="gift_card_1234567"),
+         "argument 'item_ids' holds '1234567890' twice"),
         (_call("refund", order_id="#W1234567"), "Unknown tool 'refund'. The tools are: find_customer"),
     ]
     for action, text in cases:

@@ -16,6 +16,7 @@ from typing import Any
 
 from sharpen.core.messages import ToolSpec
 from sharpen.envs.toolshop.catalog import CANCEL_REASONS
+from sharpen.envs.toolshop.schema import NON_BLANK
 
 
 def _string(pattern: str, example: str) -> dict[str, Any]:
@@ -29,7 +30,7 @@ PRODUCT_ID = _string("^P[0-9]{4}$", "P1234")
 PAYMENT_METHOD_ID = _string("^(credit_card|paypal|gift_card)_[0-9]{7}$", "gift_card_1234567")
 EMAIL = _string("^[^@\\s]+@[^@\\s]+\\.[A-Za-z]+$", "ana.lopez12@example.com")
 ZIP = _string("^[0-9]{5}$", "62704")
-TEXT = {"type": "string", "minLength": 1}
+TEXT = {"type": "string", "minLength": 1, "pattern": NON_BLANK}
 
 
 def _items(unique: bool = True) -> dict[str, Any]:
