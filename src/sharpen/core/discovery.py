@@ -24,7 +24,7 @@ import inspect
 import pkgutil
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -229,12 +229,41 @@ def _dist(ep: importlib.metadata.EntryPoint) -> str:
     return f"package {dist.name}" if dist is not None else "an installed package"
 
 
+class Parameters:
+    """What a factory's signature accepts, read once (``inspect.signature`` costs tens of
+    microseconds, and the runner builds an environment and an agent per episode)."""
+
+    def __init__(self, factory: Callable[..., Any]) -> None:
+        try:
+            sig = inspect.signature(factory)
+        except (TypeError, ValueError):  # a builtin or C callable: accept, let the call say
+            self.names: frozenset[str] | None = None
+            self.required: frozenset[str] = frozenset()
+            return
+        params = list(sig.parameters.values())
+        var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+        keyword = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        self.names = None if var_kw else frozenset(p.name for p in keyword)
+        """Keyword names it takes (``None``: any)."""
+        self.required = frozenset(p.name for p in keyword if p.default is p.empty)
+        """Keyword names it needs."""
+
+    def fits(self, args: dict[str, Any], extra: dict[str, Any]) -> bool:
+        """Whether calling with ``**args, **extra`` binds (the fast path of
+        :func:`check_arguments`, which says what is wrong when it does not)."""
+        if self.names is not None and any(k not in self.names for k in (*args, *extra)):
+            return False
+        return all(r in args or r in extra for r in self.required)
+
+
 def check_arguments(kind: str, name: str, factory: Callable[..., Any], args: dict[str, Any],
-                    extra: dict[str, Any]) -> None:
+                    extra: dict[str, Any], knobs: Sequence[str] = ()) -> None:
     """A :class:`UserError` unless ``factory`` takes ``args`` (the serialised ones, which a
     user wrote) and ``extra``: it names each unknown argument with the closest valid one and
     lists what the plug-in takes. Checked before the call, so a ``TypeError`` raised inside a
-    plug-in is never mistaken for a config mistake."""
+    plug-in is never mistaken for a config mistake. ``knobs`` are further names the plug-in
+    accepts (an environment's knobs, see :mod:`sharpen.envs.arguments`): an arg named by one
+    is not unknown, and they are suggested and listed with the arguments."""
     try:
         sig = inspect.signature(factory)
     except (TypeError, ValueError):
@@ -248,7 +277,7 @@ def check_arguments(kind: str, name: str, factory: Callable[..., Any], args: dic
               and p.name not in extra]
     takes = ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in params)
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-    known = [p.name for p in params]
+    known = [p.name for p in params] + [k for k in knobs if k not in extra]
     unknown = [a for a in args if a not in known] if not accepts_any else []
     if unknown:
         parts = []
@@ -256,5 +285,6 @@ def check_arguments(kind: str, name: str, factory: Callable[..., Any], args: dic
             close = difflib.get_close_matches(arg, known, n=1)
             parts.append(f"{arg!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         problem = f"unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(parts)}"
+    knob_list = f"; knobs: {', '.join(knobs)}" if knobs else ""
     raise UserError(f"bad arguments for {kind} {name!r}: {problem}",
-                    f"it takes: {takes or '(no arguments)'}")
+                    f"it takes: {takes or '(no arguments)'}{knob_list}")

@@ -29,6 +29,7 @@ decorators fill at import time); nothing else in sharpen keeps global state.
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
@@ -46,12 +47,17 @@ KINDS = ("env", "agent", "model", "proposer", "judge", "verifier")
 """Every plug-in kind (the ``KIND`` of a ``KIND.NAME`` entry point)."""
 
 
+FoldArgs = Callable[[Callable[..., Any], str, dict[str, Any], dict[str, Any]], dict[str, Any]]
+"""See :attr:`Kind.fold_args`."""
+
+
 class Kind(Generic[T]):
     """A plug-in kind and its contract: ``ENV: Kind[Environment] = Kind("env", Environment,
     "sharpen.envs.base.BaseEnvironment")``. The domain layer defines one per kind next to
     its Protocol; the registry uses it to type ``create`` and to check what it builds."""
 
-    def __init__(self, name: str, contract: type[Any], base: str) -> None:
+    def __init__(self, name: str, contract: type[Any], base: str,
+                 fold_args: FoldArgs | None = None) -> None:
         if name not in KINDS:
             raise ValueError(f"unknown plug-in kind {name!r}; kinds are {KINDS}")
         self.name = name
@@ -60,6 +66,11 @@ class Kind(Generic[T]):
         self.base = base
         """Dotted path of the base class that gives the contract's defaults (for messages)."""
         self.members = discovery.protocol_members(contract)
+        self.fold_args = fold_args
+        """``fold_args(factory, name, args, extra)``: the args rewritten into ones the factory
+        takes, when it does not take them as written (the env kind folds knob names into
+        ``knobs``: :func:`sharpen.envs.arguments.fold_knobs`); it raises the
+        :class:`UserError` for a name it cannot place."""
 
     def missing(self, obj: object) -> list[str]:
         """The members of the contract that ``obj`` lacks (empty when it conforms)."""
@@ -101,6 +112,8 @@ class Registry:
         on it (and references), e.g. for a test that plants its own plug-ins."""
         self._entries: dict[str, dict[str, Callable[..., Any]]] = {k: {} for k in KINDS}
         self._points = discovery.EntryPoints() if entry_points else None
+        self._parameters: dict[Callable[..., Any], discovery.Parameters] = {}
+        self._folded: dict[tuple[str, str], dict[str, Any]] = {}
 
     def register(self, kind: Kind[Any] | str, name: str) -> Callable[[P], P]:
         """Decorator registering ``obj`` under ``(kind, name)``; the object gets
@@ -182,8 +195,18 @@ class Registry:
             ref = PluginRef.model_validate(ref)
         kind_name = _kind_name(kind)
         factory = self.get(kind_name, ref.name)
-        discovery.check_arguments(kind_name, ref.name, factory, ref.args, extra)
-        obj = factory(**ref.args, **extra)
+        params = self._parameters.get(factory)
+        if params is None:
+            params = self._parameters[factory] = discovery.Parameters(factory)
+        args = ref.args
+        if not params.fits(args, extra):
+            if isinstance(kind, Kind) and kind.fold_args is not None:
+                key = (kind_name, ref.hash())  # the runner builds an env per episode: fold once
+                if key not in self._folded:
+                    self._folded[key] = kind.fold_args(factory, ref.name, dict(args), extra)
+                args = copy.deepcopy(self._folded[key])  # a factory may keep and change its dicts
+            discovery.check_arguments(kind_name, ref.name, factory, args, extra)
+        obj = factory(**args, **extra)
         if isinstance(kind, Kind):
             missing = kind.missing(obj)
             if missing:

@@ -60,6 +60,12 @@ TRIAL = "trial"
 """``Step.info`` key of an agent that plays several trials on a freshly reset environment
 within one trajectory (``reflexion``): the 0-based trial the step belongs to."""
 
+TRIAL_PROMPT = "trial_prompt"
+"""``Step.info`` key on the first step of each trial (next to :data:`TRIAL`): the messages
+that trial's conversation started with (its system prompt and the task), as JSON dicts.
+``Trajectory.messages`` keeps only the last trial's conversation, so an earlier trial's
+prompt is known only from here."""
+
 
 class Trajectory(BaseModel):
     """One attempt: one epoch of one task by one AgentSpec."""
