@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # that advertise AMX.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
-.PHONY: setup dev-setup system-deps demo test lint clean
+.PHONY: setup dev-setup system-deps test-system-deps demo test lint clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -23,16 +23,21 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	touch $@
 
 # bubblewrap confines the sandbox (network off, filesystem read-only); optional but used
-# when present. Installed with apt when we are root on Debian/Ubuntu.
-# chromium is the browser the viewer's Playwright tests drive (Playwright cannot download its own).
-# postgresql: the store's tests run on a throwaway PostgreSQL server as well as on SQLite.
+# when present. Installed with apt when we are root on Debian/Ubuntu. The demo needs only it.
 system-deps:
-	@if { ! command -v bwrap >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		apt-get update -qq && apt-get install -y -qq bubblewrap chromium postgresql >/dev/null; fi
+	@if ! command -v bwrap >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; fi
+
+# What the tests add: chromium, the browser the viewer's Playwright tests drive (Playwright
+# cannot download its own), and postgresql, since the store's tests run on a throwaway
+# PostgreSQL server as well as on SQLite.
+test-system-deps: system-deps
+	@if { ! command -v chromium >/dev/null 2>&1 || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq chromium postgresql >/dev/null; fi
 
 setup: system-deps $(VENV)/.installed
 
-dev-setup: setup $(VENV)/.installed-dev
+dev-setup: test-system-deps setup $(VENV)/.installed-dev
 
 demo: setup
 	$(VENV)/bin/sharpen demo
@@ -45,5 +50,7 @@ test: dev-setup
 lint: dev-setup
 	$(VENV)/bin/ruff check src tests
 
+# The store (.sharpen/: runs, annotations, experiments) is the user's data: never removed here.
 clean:
-	rm -rf $(VENV) .sharpen .pytest_cache .mypy_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache
+	@echo "kept .sharpen/ (your store); delete it yourself if you mean to"
