@@ -87,6 +87,26 @@ def test_a_loaded_table_is_read_once(tmp_path: Path) -> None:
     assert pricing.PriceTable.load(environ={}).cost("acme", usage) == pytest.approx(9.0)
 
 
+def test_hosted_models_are_priced_from_the_vendored_litellm_map(tmp_path: Path) -> None:
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    # As LiteLLM names them, a dated snapshot it lists, and provider-prefixed.
+    assert cost("gpt-4o", usage) == pytest.approx(2.50 + 10.00)
+    assert cost("gpt-4o-2024-05-13", usage) == pytest.approx(5.00 + 15.00)  # not gpt-4o's
+    assert cost("openai/gpt-4o", usage) == cost("gpt-4o", usage)
+    assert cost("deepseek/deepseek-chat", usage) is not None
+    # Nothing is guessed: an unlisted snapshot, another provider's prefix, an unknown name.
+    assert cost("gpt-4o-2099-01-01", usage) is None
+    assert cost("anthropic/gpt-4o", usage) is None
+    assert cost("no-such-model-anywhere", usage) is None
+    table = pricing.PriceTable.load()
+    assert "litellm 1." in table.layers[-1].source
+    # A user's table wins over LiteLLM's price.
+    (tmp_path / ".sharpen").mkdir()
+    (tmp_path / ".sharpen" / "prices.yaml").write_text('"gpt-4o": {input: 1, output: 1}\n')
+    assert cost("gpt-4o", usage) == pytest.approx(2.0)
+    assert cost("openai/gpt-4o", usage) == pytest.approx(12.5)  # the user priced only gpt-4o
+
+
 def test_bad_price_table_is_a_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     table = tmp_path / "bad.yaml"
     table.write_text('"m": {input: -1, output: 2}\n')

@@ -1,5 +1,6 @@
-"""Token prices from a user-editable YAML table, applied to completions by one wrapper; no
-price lives in Python source and no backend prices its own calls.
+"""Token prices from user-editable YAML tables over a vendored copy of LiteLLM's maintained
+price map, applied to completions by one wrapper; no price lives in Python source and no
+backend prices its own calls.
 
 The table maps a model name (or a shell-style glob such as ``local/*``) to US dollars per
 one million input and output tokens::
@@ -11,11 +12,19 @@ one million input and output tokens::
 
 1. the file named by ``$SHARPEN_PRICES`` (it must exist when set),
 2. ``.sharpen/prices.yaml`` in the working directory,
-3. the default table shipped as package data (``sharpen/data/prices.yaml``).
+3. the default table shipped as package data (``sharpen/data/prices.yaml``: ``local/*`` is
+   free),
+4. LiteLLM's price map for chat models (``sharpen/data/prices_litellm.json``, a pinned copy
+   made by ``scripts/update_prices.py``; its version is in the file's ``_source``): a model
+   as LiteLLM names it (``gpt-4o``, ``gpt-4o-2024-08-06``, ``deepseek/deepseek-chat``) or,
+   for a model LiteLLM lists under provider ``P`` without that prefix, ``P/model``
+   (``openai/gpt-4o``, ``anthropic/claude-sonnet-4-5``). Nothing else is guessed: a dated
+   snapshot LiteLLM does not list is not priced as its undated alias (snapshots' prices
+   differ: ``gpt-4o-2024-05-13`` costs twice ``gpt-4o``).
 
-Within one layer an exact name beats a glob and a longer glob beats a shorter one. A model
-that matches no entry has an *unknown* cost: :meth:`PriceTable.cost` returns ``None``, never
-``0``.
+Within one YAML layer an exact name beats a glob and a longer glob beats a shorter one. A
+model that matches no entry has an *unknown* cost: :meth:`PriceTable.cost` returns ``None``,
+never ``0``.
 
 Backends report tokens only (``Usage.cost_usd`` is ``None``: not priced). Whoever builds a
 model for a run wraps it in a :class:`PricedModel` with the table it loaded — the runner for
@@ -26,6 +35,7 @@ once, by one table, however many calls a run makes.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 from collections.abc import Mapping
 from importlib import resources
@@ -94,11 +104,11 @@ class PriceTable:
     def load(cls, cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> PriceTable:
         """The layered table in force: ``$SHARPEN_PRICES`` (from ``environ``, default
         ``os.environ``), then ``.sharpen/prices.yaml`` under ``cwd`` (default: the working
-        directory), then the shipped default. Each file is read now, once; a missing
+        directory), then the shipped default, then LiteLLM's map. Each file is read now, once; a missing
         ``$SHARPEN_PRICES`` file or a malformed table is a :class:`UserError`."""
         layers = [parse_table(path.read_text(encoding="utf-8"), str(path))
                   for path in _user_paths(cwd, os.environ if environ is None else environ)]
-        return cls([*layers, _default_layer()])
+        return cls([*layers, _default_layer(), _litellm_layer()])
 
     def lookup(self, model_name: str) -> Price | None:
         """The first matching price over all layers, or ``None`` if no entry matches."""
@@ -192,3 +202,27 @@ def _user_paths(cwd: Path | None, environ: Mapping[str, str]) -> list[Path]:
 def _default_layer() -> PriceLayer:
     ref = resources.files("sharpen") / "data" / "prices.yaml"
     return parse_table(ref.read_text(encoding="utf-8"), "sharpen/data/prices.yaml (default)")
+
+
+def parse_litellm(text: str, source: str) -> PriceLayer:
+    """Parse the vendored LiteLLM table (``{"providers": {P: {model: [input, output]}}}``, USD
+    per 1M tokens) into a layer of exact names: each model, and ``P/model`` for a model
+    listed under ``P`` without that prefix (a name LiteLLM itself lists wins)."""
+    data = json.loads(text)
+    entries: dict[str, Price] = {}
+    aliases: dict[str, Price] = {}
+    for provider, models in data["providers"].items():
+        for name, (inp, out) in models.items():
+            entries[name] = price = Price(input=inp, output=out)
+            if provider and not name.startswith(f"{provider}/"):
+                aliases[f"{provider}/{name}"] = price
+    layer = PriceLayer({}, source)
+    layer.exact = {**aliases, **entries}  # no globs: LiteLLM's names are literal
+    return layer
+
+
+def _litellm_layer() -> PriceLayer:
+    ref = resources.files("sharpen") / "data" / "prices_litellm.json"
+    text = ref.read_text(encoding="utf-8")
+    origin = json.loads(text)["_source"]["from"].split(" (")[0]
+    return parse_litellm(text, f"sharpen/data/prices_litellm.json ({origin})")
