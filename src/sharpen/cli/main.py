@@ -12,7 +12,8 @@ from sharpen.core.errors import UserError
 
 COMMANDS: tuple[LazyCommand, ...] = (
     LazyCommand("envs", "sharpen.cli.envs_cmd", "envs",
-                "List environments with their knobs, difficulties and task counts."),
+                "List environments (one line each), or one environment's arguments, knobs, "
+                "presets and tools."),
     LazyCommand("plugins", "sharpen.cli.plugins_cmd", "plugins",
                 "List plug-ins by kind: the built-ins and every installed package's (entry points). "
                 "Your own are named as module:Name or path/to/file.py:Name (docs/plugins.md)."),

@@ -19,6 +19,7 @@ from sharpen.core.outcome import Outcome
 from sharpen.core.registry import Kind
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
+from sharpen.envs.arguments import fold_knobs
 
 
 class Knob(BaseModel):
@@ -200,8 +201,10 @@ class BaseVerifier(ABC):
         """The outcome of ``trajectory``."""
 
 
-ENV: Kind[Environment] = Kind("env", Environment, "sharpen.envs.base.BaseEnvironment")
-"""The environment plug-in kind."""
+ENV: Kind[Environment] = Kind("env", Environment, "sharpen.envs.base.BaseEnvironment",
+                             fold_args=fold_knobs)
+"""The environment plug-in kind (a knob name given as an arg goes into ``knobs``:
+:mod:`sharpen.envs.arguments`)."""
 VERIFIER: Kind[Verifier] = Kind("verifier", Verifier, "sharpen.envs.base.BaseVerifier")
 """The verifier plug-in kind (registered under the environment's name)."""
 

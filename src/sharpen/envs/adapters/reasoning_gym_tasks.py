@@ -217,7 +217,8 @@ class ReasoningGymGenerator:
             tp = hints.get(field)
             out.append(Knob(name=field, type=_knob_type(tp), default=value,
                             choices=list(typing.get_args(tp)) if _knob_type(tp) == "choice" else None,
-                            help=f"{self.dataset} config field; set it with config={{{field}: ...}}"))
+                            help=f"{self.dataset} config field; set it with -E {field}=... "
+                                 f"or config={{{field}: ...}}"))
         return out
 
     def presets(self) -> dict[str, dict[str, Any]]:
