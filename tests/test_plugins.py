@@ -101,7 +101,12 @@ def test_plugins_and_envs_list_the_outside_plugins(plugin_path: Path, tmp_path: 
     assert bare.returncode == 0 and "arith" not in bare.stdout
     envs = sharpen("envs", cwd=tmp_path, env=with_plugins(plugin_path))
     assert envs.returncode == 0, envs.stderr
-    assert "arith" in envs.stdout and "max_operand" in envs.stdout
+    assert re.search(r"^arith ", envs.stdout, re.MULTILINE), envs.stdout
+    # An outside env's knobs are listed, and taken as -E arguments, like a built-in's.
+    one = sharpen("envs", "arith", "-E", "max_operand=5", cwd=tmp_path,
+                  env=with_plugins(plugin_path))
+    assert one.returncode == 0, one.stderr
+    assert "max_operand" in one.stdout
 
 
 def test_run_the_outside_env_agent_and_model_then_report(plugin_path: Path, tmp_path: Path):
