@@ -3,6 +3,9 @@
 Contract:
 - Each finished trajectory is written to the store the moment it ends, so a crash, a Ctrl-C
   or a SIGKILL loses at most the episodes in flight.
+- A cancelled run (Ctrl-C; SIGTERM under :func:`sharpen.runner.signals.run_sync`) is marked
+  ``interrupted``; the process is recorded as the run's owner, so a run killed by SIGKILL is
+  reported ``interrupted`` by the next reader on this host (``Store.settle_orphans``).
 - ``resume=True`` continues the newest run with the same config hash and skips every
   (task, spec, epoch) triple already stored; the store's unique key makes a duplicate
   impossible even if two processes race.
@@ -40,6 +43,7 @@ from sharpen.runner.summary import RunSummary, SummaryBuilder
 from sharpen.runner.writer import StoreWriter
 from sharpen.sandbox.closing import Closing
 from sharpen.store import RunStatus, Store
+from sharpen.store.owner import RunOwner
 
 RETRY_ON_RESUME = ("infra",)
 """Error kinds whose episodes ``resume`` runs again instead of keeping."""
@@ -126,7 +130,8 @@ class Runner:
             # Infra errors are not verdicts: a resume attempts those episodes again.
             self.store.discard_trajectories(run_id, RETRY_ON_RESUME)
             done = self.store.finished_keys(run_id)
-        self.store.set_run_status(run_id, "running")
+        # The owner lets a later reader tell a run killed by SIGKILL from one in flight.
+        self.store.set_run_status(run_id, "running", owner=RunOwner.current())
         agent_hash = config.agent.hash()
         todo = [
             (task, epoch)

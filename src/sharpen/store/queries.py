@@ -20,6 +20,7 @@ from sharpen.core.feedback import Feedback
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Step
 from sharpen.store import codec
+from sharpen.store.owner import RunOwner
 from sharpen.store.records import RunRecord
 from sharpen.store.schema import agent_specs, feedback, runs, steps
 from sharpen.store.schema import tasks as task_table
@@ -129,6 +130,7 @@ def run_records(conn: Connection, rows: list[Row[Any]]) -> list[RunRecord]:
             status=r.status,
             summary=codec.loads(r.summary),
             created_at=r.created_at,
+            owner=RunOwner.model_validate_json(r.owner) if r.owner else None,
             n_tasks=r.n_tasks,
             **sums.get(r.id, {}),
         )

@@ -11,11 +11,13 @@ from pydantic import BaseModel
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.manifest import RunManifest
+from sharpen.store.owner import RunOwner
 
 RunStatus = Literal["running", "finished", "interrupted", "failed"]
 """``running`` from creation (and again on resume); ``finished`` when every (task, epoch) is
-saved; ``interrupted`` after Ctrl-C or a kill the runner noticed; ``failed`` when the run
-itself (not one episode) broke."""
+saved; ``interrupted`` after Ctrl-C or SIGTERM (written by the runner), or when a reader
+finds the owning process gone (SIGKILL, a crash: see :meth:`Store.settle_orphans`);
+``failed`` when the run itself (not one episode) broke."""
 
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 """Every valid :data:`RunStatus`."""
@@ -41,6 +43,9 @@ class RunRecord(BaseModel):
     """Summary the runner wrote with its last status change (``None`` until then)."""
     created_at: datetime
     """Creation time (UTC); equals ``manifest.created_at``."""
+    owner: RunOwner | None = None
+    """The process that last set the run ``running`` (``None`` for runs stored before owners
+    were recorded)."""
     n_tasks: int = 0
     """Distinct tasks the run was created with (a task listed twice counts once)."""
     n_trajectories: int = 0
@@ -88,6 +93,16 @@ class RunRecord(BaseModel):
     def epochs(self) -> int:
         """Epochs per task (``manifest.epochs``)."""
         return self.manifest.epochs
+
+    @property
+    def n_expected(self) -> int:
+        """Trajectories a complete run holds: tasks × epochs."""
+        return self.n_tasks * self.manifest.epochs
+
+    @property
+    def complete(self) -> bool:
+        """Every (task, epoch) has a stored trajectory."""
+        return self.n_trajectories >= self.n_expected
 
     @property
     def n_errors(self) -> int:

@@ -99,6 +99,7 @@ runs = Table(
     Column("manifest", Text, nullable=False),  # RunManifest JSON
     Column("status", String(20), nullable=False),  # running|finished|interrupted|failed
     Column("summary", Text, nullable=True),  # JSON summary written at the end
+    Column("owner", Text, nullable=True),  # JSON RunOwner: the process that set it running
     Column("n_tasks", Integer, nullable=False),
     Column("epochs", Integer, nullable=False),
     Index(None, "created_at"),

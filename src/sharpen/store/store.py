@@ -24,6 +24,7 @@ from sharpen.core.trajectory import Trajectory
 from sharpen.store import codec
 from sharpen.store.engine import URL_FIX, build_engine, parse_url, read_begin, write_begin
 from sharpen.store.migrate import upgrade
+from sharpen.store.owner import RunOwner
 from sharpen.store.queries import (
     TASK_COLUMNS,
     feedback_by_trajectory,
@@ -40,7 +41,8 @@ from sharpen.store.schema import tasks as task_table
 from sharpen.store.schema import trajectories as _T
 
 LATEST = ("latest", "last")
-"""Run references that mean "the newest run"."""
+"""Run references that mean "the newest run that is not in flight" (the newest run of all
+when every run is in flight)."""
 
 RUNS_FIX = "`sharpen runs` lists the runs; use a full id, a unique prefix, or 'latest'"
 
@@ -136,19 +138,46 @@ class Store:
                 conn.execute(insert(run_tasks), links)
 
     def set_run_status(
-        self, run_id: str, status: RunStatus, summary: dict[str, Any] | None = None
+        self, run_id: str, status: RunStatus, summary: dict[str, Any] | None = None,
+        *, owner: RunOwner | None = None,
     ) -> None:
         """Set a run's status; ``summary`` (when given) replaces the stored summary, ``None``
-        keeps it. Unknown run → UserError; invalid status → ValueError."""
+        keeps it; ``owner`` (when given) records the process now running it (the runner
+        passes :meth:`RunOwner.current` with ``running``). Unknown run → UserError; invalid
+        status → ValueError."""
         if status not in RUN_STATUSES:
             raise ValueError(f"status must be one of {RUN_STATUSES}, not {status!r}")
         values: dict[str, Any] = {"status": status}
         if summary is not None:
             values["summary"] = codec.dumps(summary)
+        if owner is not None:
+            values["owner"] = owner.model_dump_json()
         with write_begin(self._engine) as conn:
             result = conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
             if result.rowcount == 0:
                 raise UserError(f"no run {run_id!r} in {self.url}", RUNS_FIX)
+
+    def settle_orphans(self) -> list[str]:
+        """Mark ``interrupted`` every ``running`` run whose owner process is gone (it ran on
+        this host and no longer exists: killed by SIGKILL, or a crash that skipped the
+        runner's last write); returns their ids. Runs without a recorded owner (stored before
+        owners were) and runs owned on another host are left as they are. The listing and
+        resolving methods call this first, so a dead run is never reported as running."""
+        with read_begin(self._engine) as conn:
+            rows = list(conn.execute(
+                select(runs.c.id, runs.c.owner)
+                .where(runs.c.status == "running", runs.c.owner.is_not(None))
+            ))
+        dead = [(r.id, r.owner) for r in rows if RunOwner.model_validate_json(r.owner).gone()]
+        if not dead:
+            return []
+        with write_begin(self._engine) as conn:
+            for run_id, owner in dead:
+                # Only if nobody resumed it since we looked (the owner would differ).
+                conn.execute(update(runs).where(
+                    runs.c.id == run_id, runs.c.status == "running", runs.c.owner == owner
+                ).values(status="interrupted"))
+        return [run_id for run_id, _ in dead]
 
     def find_resumable(self, config_hash: str) -> str | None:
         """Id of the newest run (any status) with ``config_hash``, or ``None``."""
@@ -162,12 +191,19 @@ class Store:
 
     def resolve_run(self, ref: str) -> str:
         """The full run id ``ref`` names: a full id, a unique prefix, or ``latest``/``last``
-        (the newest run). Otherwise a UserError that names ``sharpen runs``."""
+        (the newest run not in flight — finished, interrupted or failed — or, when every run
+        is in flight, the newest run). Otherwise a UserError that names ``sharpen runs``."""
         ref = ref.strip()
+        if ref.lower() in LATEST:
+            self.settle_orphans()
         with read_begin(self._engine) as conn:
             if ref.lower() in LATEST:
+                newest_first = (runs.c.created_at.desc(), runs.c.id.desc())
                 newest: str | None = conn.execute(
-                    select(runs.c.id).order_by(runs.c.created_at.desc(), runs.c.id.desc()).limit(1)
+                    select(runs.c.id).where(runs.c.status != "running")
+                    .order_by(*newest_first).limit(1)
+                ).scalar_one_or_none() or conn.execute(
+                    select(runs.c.id).order_by(*newest_first).limit(1)
                 ).scalar_one_or_none()
                 if newest is None:
                     raise UserError(f"there are no runs in {self.url} yet", RUNS_FIX)
@@ -192,7 +228,9 @@ class Store:
         raise UserError(f"run prefix {ref!r} is ambiguous: {shown}", RUNS_FIX)
 
     def get_run(self, run_id: str) -> RunRecord:
-        """The run with this full id, with trajectory counts. Unknown id → UserError."""
+        """The run with this full id, with trajectory counts (a ``running`` run whose process
+        is gone is settled first: see :meth:`settle_orphans`). Unknown id → UserError."""
+        self.settle_orphans()
         with read_begin(self._engine) as conn:
             rows = run_rows(conn, runs.c.id == run_id, limit=1)
             if not rows:
@@ -207,6 +245,7 @@ class Store:
         :data:`RunStatus`; any other string matches no run) when given."""
         conds = [c for c in (runs.c.env == env if env else None,
                              runs.c.status == status if status else None) if c is not None]
+        self.settle_orphans()
         with read_begin(self._engine) as conn:
             return run_records(conn, run_rows(conn, and_(*conds) if conds else None, limit=limit))
 
