@@ -262,9 +262,13 @@ def run(
     retry: RetryPolicy | None = None, registry: Registry = REGISTRY,
 ) -> Run:
     """:func:`arun` in its own event loop (see there); inside a running loop (a notebook),
-    a UserError that says to ``await sharpen.arun(...)``."""
+    a UserError that says to ``await sharpen.arun(...)``. SIGTERM stops it as Ctrl-C does
+    (the run is stored ``interrupted``), raising :class:`~sharpen.runner.signals.Terminated`
+    (a KeyboardInterrupt)."""
     _no_running_loop("run")
-    return asyncio.run(arun(
+    from sharpen.runner.signals import run_sync
+
+    return run_sync(arun(
         env, agent=agent, model=model, tasks=tasks, split=split, epochs=epochs, seed=seed,
         concurrency=concurrency, store=store, env_args=env_args, progress=progress,
         resume=resume, retry=retry, registry=registry))

@@ -16,6 +16,7 @@ from sharpen.cli.options import StoreOpt, open_store
 from sharpen.core.trajectory import Trajectory
 from sharpen.envs.generation import parse_split
 from sharpen.runner.summary import RunSummary
+from sharpen.store import RunRecord
 from sharpen.train.export import FeedbackCondition, Where
 from sharpen.train.export import export as export_lines
 
@@ -24,7 +25,8 @@ def runs(
     limit: Annotated[int, typer.Option(help="How many recent runs.")] = 20,
     store: StoreOpt = None,
 ) -> None:
-    """List recent runs, newest first."""
+    """List recent runs, newest first. A run whose process is gone (killed) is shown
+    ``interrupted``; an incomplete run's status says how many episodes are stored."""
     st = open_store(store)
     table = Table(title=f"Runs in {st.url}", title_justify="left")
     for col in ("run", "created", "env", "model", "tasks × epochs", "status", "success"):
@@ -33,8 +35,24 @@ def runs(
         rate = f"{r.n_success}/{r.n_counted}" if r.n_counted else "—"
         table.add_row(r.manifest.run_id, r.created_at.strftime("%Y-%m-%d %H:%M"),
                       r.manifest.env.name, r.agent.model.name,
-                      f"{len(r.manifest.task_ids)} × {r.manifest.epochs}", r.status, rate)
+                      f"{len(r.manifest.task_ids)} × {r.manifest.epochs}", _state(r), rate)
     Console().print(table)
+
+
+def _state(r: RunRecord) -> str:
+    """The status, with how much is stored when the run is not complete."""
+    return r.status if r.complete else f"{r.status} {r.n_trajectories}/{r.n_expected}"
+
+
+def _incomplete(r: RunRecord) -> str | None:
+    """A line saying that (and why) the run lacks episodes; ``None`` when it has them all."""
+    if r.complete:
+        return None
+    stored = f"{r.n_trajectories} of {r.n_expected} episodes stored"
+    if r.status == "running":
+        return f"[yellow]in flight:[/] {stored} so far; tasks without a mark are not done yet"
+    return (f"[yellow]incomplete:[/] {stored} (the run is {r.status}); tasks marked (not run) "
+            "have none — rerun the run's command with --resume to finish it")
 
 
 def _pattern(trajs: list[Trajectory]) -> str:
@@ -46,7 +64,8 @@ def _pattern(trajs: list[Trajectory]) -> str:
 
 
 def show(
-    run: Annotated[str, typer.Argument(help="Run id, a unique prefix, or 'latest'.")],
+    run: Annotated[str, typer.Argument(
+        help="Run id, a unique prefix, or 'latest' (the newest run not in flight).")],
     store: StoreOpt = None,
 ) -> None:
     """Show a run: manifest, per-task results (one mark per epoch), summary."""
@@ -58,6 +77,9 @@ def show(
     console.print(f"[bold]run {rid}[/] · {rec.status} · env {m.env.name} {m.env.args or ''} · "
                   f"model {rec.agent.model.name} {rec.agent.model.args or ''} · agent "
                   f"{m.agent_hash} · seed {m.seed} · isolation {m.isolation}", highlight=False)
+    note = _incomplete(rec)
+    if note:
+        console.print(note, highlight=False)
     trajs = list(st.iter_trajectories(rid, with_steps=False))
     by_task: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajs:

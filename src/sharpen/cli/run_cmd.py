@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -25,6 +24,7 @@ from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.envs.base import ENV
 from sharpen.runner import RetryPolicy, RunConfig, Runner
 from sharpen.runner.compose import select_tasks, with_agent
+from sharpen.runner.signals import Terminated, run_sync
 
 if TYPE_CHECKING:
     from sharpen.envs.base import Environment
@@ -105,11 +105,11 @@ def run(
         _print_power_plan(console, st, environment, env_ref, target_effect, len(task_list), epochs,
                           split, seed)
     try:
-        summary = asyncio.run(Runner(st, progress=progress).run(config, resume=resume))
-    except KeyboardInterrupt:
+        summary = run_sync(Runner(st, progress=progress).run(config, resume=resume))
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         console.print("[yellow]Interrupted.[/] Finished episodes are saved; rerun the same "
                       "command with --resume to do the rest.")
-        raise typer.Exit(130) from None
+        raise typer.Exit(exc.exit_code if isinstance(exc, Terminated) else 130) from None
     console.print(summary.table())
     if summary.errors:
         console.print("[yellow]Errored attempts are excluded from the success rate; see "
