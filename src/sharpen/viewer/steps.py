@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharpen.core.feedback import Feedback
-from sharpen.core.trajectory import Step
+from sharpen.core.trajectory import TRIAL, TRIAL_PROMPT, Step
+from sharpen.viewer.render_args import ArgView, arg_views
 
 SEPARATOR = "\n\n"
 """Span offsets index the step's text: its messages' contents joined by this."""
@@ -31,6 +32,43 @@ class StepView:
     results: list[dict[str, Any]]
     text: str
     threads: list[Thread]
+    action_args: list[ArgView] = field(default_factory=list)
+    """The parsed action's arguments rendered by type (shown when no message has tool calls)."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """The step's info as shown (the trial's prompt is shown above the step instead)."""
+    trial_start: TrialStart | None = None
+    """Set on the first step of a trial (agents that play several, ``reflexion``)."""
+
+
+@dataclass
+class TrialStart:
+    """Where a trial begins, with the prompt that trial ran with (``None``: not stored —
+    trajectories written before :data:`TRIAL_PROMPT` keep only the last trial's)."""
+
+    trial: int
+    prompt: list[dict[str, Any]] | None
+
+
+def mark_trials(views: list[StepView], last_prompt: list[dict[str, Any]]) -> bool:
+    """Mark each view that starts a trial with the prompt it ran with; ``False`` when no
+    step on the page belongs to a trial (the page then shows ``last_prompt`` above step 0).
+
+    The prompt is the step's own :data:`TRIAL_PROMPT`; failing that, the highest trial on
+    the page gets ``last_prompt`` (the stored conversation is the last trial's)."""
+    tagged = [v for v in views if TRIAL in v.step.info]
+    if not tagged:
+        return False
+    last = max(int(v.step.info[TRIAL]) for v in tagged)
+    previous: int | None = None
+    for v in tagged:
+        trial = int(v.step.info[TRIAL])
+        if TRIAL_PROMPT in v.step.info or (trial != previous and (previous is not None or v.step.index == 0)):
+            prompt = v.step.info.get(TRIAL_PROMPT)
+            if prompt is None and trial == last:
+                prompt = last_prompt or None
+            v.trial_start = TrialStart(trial=trial, prompt=prompt)
+        previous = trial
+    return True
 
 
 def step_text(step: Step) -> str:
@@ -46,7 +84,7 @@ def step_view(step: Step, threads: list[Thread]) -> StepView:
     offset = 0
     for i, m in enumerate(step.messages):
         entry = {"role": m.role, "content": m.content or "", "offset": offset, "i": i,
-                 "tool_calls": [{"name": c.name, "id": c.id,
+                 "tool_calls": [{"name": c.name, "id": c.id, "args": arg_views(c.arguments),
                                  "arguments": json.dumps(c.arguments, indent=2, ensure_ascii=False)}
                                 for c in m.tool_calls], "tool_call_id": m.tool_call_id}
         (calls if m.role == "assistant" else results).append(entry)
@@ -56,7 +94,9 @@ def step_view(step: Step, threads: list[Thread]) -> StepView:
         span = t.current.target.span
         if span is not None:
             t.quote = text[span[0]:span[1]]
-    return StepView(step=step, calls=calls, results=results, text=text, threads=threads)
+    return StepView(step=step, calls=calls, results=results, text=text, threads=threads,
+                    action_args=arg_views(step.action.arguments) if step.action else [],
+                    info={k: v for k, v in step.info.items() if k != TRIAL_PROMPT})
 
 
 def feedback_threads(records: list[Feedback]) -> dict[int | None, list[Thread]]:
