@@ -26,7 +26,8 @@ params), so it never loses a success the plain agent has on a deterministic mode
 attempts sample at ``retry_temperature`` (0.7 by default): a small greedy model given its
 failure tends to write the same code again word for word. The price is the extra tokens,
 which the trajectory's usage and every report show. The verdict is the environment's verdict
-on the last attempt. Steps of every attempt are kept (``info["trial"]``); the reflection
+on the last attempt. Steps of every attempt are kept (``info["trial"]``; an attempt's first
+step also keeps the prompt it started with, ``info["trial_prompt"]``); the reflection
 calls are steps too (``info["reflection"]``), and each reflection is stored as
 ``Feedback(source="critic", name="reflection")``. ``trajectory.messages`` holds the last
 attempt's conversation (what produced the final answer).
@@ -43,7 +44,7 @@ from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.messages import Message
 from sharpen.core.registry import register
-from sharpen.core.trajectory import TRIAL, Step, Trajectory
+from sharpen.core.trajectory import TRIAL, TRIAL_PROMPT, Step, Trajectory
 from sharpen.envs.base import Environment
 from sharpen.models.base import ChatModel
 
@@ -155,6 +156,13 @@ class ReflexionAgent(BaseAgent):
     @staticmethod
     def _merge(trajectory: Trajectory, attempt: Trajectory, trial: int) -> None:
         base = len(trajectory.steps)
+        if attempt.steps:  # the prompt this trial ran with (messages keeps only the last trial's)
+            prompt = []
+            for m in attempt.messages:
+                if m.role == "assistant":
+                    break
+                prompt.append(m.model_dump(mode="json"))
+            attempt.steps[0].info[TRIAL_PROMPT] = prompt
         for step in attempt.steps:
             step.index += base
             step.info[TRIAL] = trial
