@@ -22,7 +22,7 @@ from sharpen.train.export import export as export_lines
 
 
 def runs(
-    limit: Annotated[int, typer.Option(help="How many recent runs.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, help="How many recent runs.")] = 20,
     store: StoreOpt = None,
 ) -> None:
     """List recent runs, newest first. A run whose process is gone (killed) is shown
@@ -130,7 +130,7 @@ def export(
         "--include-errors/--exclude-errors", help="Keep attempts that ended in a non-agent error "
         "(default: jsonl keeps them, the training formats do not).", show_default=False)] = None,
     pairs_per_prompt: Annotated[int, typer.Option(
-        help="preference: at most this many pairs from one prompt.")] = 1,
+        min=1, help="preference: at most this many pairs from one prompt.")] = 1,
     store: StoreOpt = None,
 ) -> None:
     """Export trajectories as JSON lines: the full record, or fine-tuning data (SFT examples,

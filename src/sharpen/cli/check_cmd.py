@@ -67,7 +67,7 @@ def _show(report: CheckReport, as_json: bool) -> None:
 def env(
     name: NameArg,
     env_arg: EnvArgOpt = None,
-    tasks: Annotated[int, typer.Option(help="Tasks to check.")] = 5,
+    tasks: Annotated[int, typer.Option(min=1, help="Tasks to check.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of list_tasks.")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
@@ -90,7 +90,7 @@ def agent(
     base_url: BaseUrlOpt = None,
     model_name: ModelNameOpt = None,
     model_arg: ModelArgOpt = None,
-    episodes: Annotated[int, typer.Option(help="Episodes to run.")] = 2,
+    episodes: Annotated[int, typer.Option(min=1, help="Episodes to run.")] = 2,
     as_json: JsonOpt = False,
 ) -> None:
     """Check an agent: build it, run short episodes, check the trajectories' shape.

@@ -51,12 +51,12 @@ DEMO_SPEC = AgentSpec(
 
 
 def demo(
-    test: Annotated[int, typer.Option(help="Held-out test tasks.")] = 120,
-    train: Annotated[int, typer.Option(help="Training tasks.")] = 30,
-    val: Annotated[int, typer.Option(help="Validation tasks.")] = 8,
+    test: Annotated[int, typer.Option(min=1, help="Held-out test tasks.")] = 120,
+    train: Annotated[int, typer.Option(min=1, help="Training tasks.")] = 30,
+    val: Annotated[int, typer.Option(min=1, help="Validation tasks.")] = 8,
     budget_rollouts: Annotated[int, typer.Option(
-        help="Rollouts on train + val (an environment episode each; a retry is one more).")] = 160,
-    minibatch: Annotated[int, typer.Option(help="Training tasks per gate.")] = 30,
+        min=1, help="Rollouts on train + val (an environment episode each; a retry is one more).")] = 160,
+    minibatch: Annotated[int, typer.Option(min=1, help="Training tasks per gate.")] = 30,
     task_seed: Annotated[int, typer.Option(help="Seed of the generated task lists.")] = DEMO_TASK_SEED,
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the improved AgentSpec.")
                    ] = Path("improved.yaml"),

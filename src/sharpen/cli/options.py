@@ -34,6 +34,14 @@ CurvePlotOpt = Annotated[Path | None, typer.Option(
     "file (and its sibling in the other format). Needs matplotlib.")]
 
 
+def above_zero(value: float | None) -> float | None:
+    """Option callback: ``value`` unless it is 0 or less (``min=`` cannot exclude 0 itself);
+    the message has the form of ``min=``'s: ``Invalid value for '--budget-usd': ...``."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"Input should be greater than 0, got {value:g}")
+    return value
+
+
 def parse_kv(pairs: list[str] | None, flag: str) -> dict[str, Any]:
     """``["a=1", "b=x"]`` → ``{"a": 1, "b": "x"}``; values are read as YAML scalars."""
     out: dict[str, Any] = {}

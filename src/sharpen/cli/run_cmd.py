@@ -56,7 +56,7 @@ def run(
     base_url: BaseUrlOpt = None,
     model_name: ModelNameOpt = None,
     model_arg: ModelArgOpt = None,
-    tasks: Annotated[int | None, typer.Option("--tasks", "-n", help="Run the first N tasks.")] = None,
+    tasks: Annotated[int | None, typer.Option("--tasks", "-n", min=1, help="Run the first N tasks.")] = None,
     split: Annotated[str | None, typer.Option(help="train, val or test (default: all).")] = None,
     epochs: Annotated[int, typer.Option("--epochs", "-k", min=1, help="Repetitions per task.")] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
@@ -69,8 +69,8 @@ def run(
     ] = None,
     env_arg: EnvArgOpt = None,
     seed: Annotated[int, typer.Option(help="Base seed.")] = 0,
-    retries: Annotated[int, typer.Option(help="Retries per model call on infra errors.")] = 4,
-    retry_delay: Annotated[float, typer.Option(help="First retry delay, seconds.")] = 0.5,
+    retries: Annotated[int, typer.Option(min=0, help="Retries per model call on infra errors.")] = 4,
+    retry_delay: Annotated[float, typer.Option(min=0.0, help="First retry delay, seconds.")] = 0.5,
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue the newest run with the same config; skip finished work.")
     ] = False,

@@ -16,7 +16,7 @@ def view(
     store: StoreOpt = None,
     host: Annotated[str, typer.Option(help="Address to bind. Anything but loopback needs a token.")] = (
         "127.0.0.1"),
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8321,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8321,
     token: Annotated[str | None, typer.Option(
         envvar="SHARPEN_VIEW_TOKEN",
         help="Access token every request must carry (generated for a non-local --host).")] = None,

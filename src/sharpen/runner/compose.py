@@ -39,7 +39,11 @@ def with_agent(spec: AgentSpec, ref: PluginRef, *, named: bool, keep_model: bool
 def select_tasks(environment: Environment, env_name: str, *, split: str | None,
                  limit: int | None, seed: int) -> list[TaskSpec]:
     """The first ``limit`` tasks (all when ``None``) of ``split`` (all splits when ``None``)
-    that ``environment`` lists with ``seed``; a :class:`UserError` when there are none."""
+    that ``environment`` lists with ``seed``; a :class:`UserError` when there are none or
+    ``limit`` is below 1 (a negative one would slice from the end)."""
+    if limit is not None and limit < 1:
+        raise UserError(f"the number of tasks must be 1 or more, got {limit}",
+                        "pass a positive number of tasks, or none to run them all")
     tasks = environment.list_tasks(split=split, limit=limit, seed=seed)
     if limit is not None:
         tasks = tasks[:limit]
