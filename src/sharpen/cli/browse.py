@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from sharpen.cli.options import StoreOpt, open_store
+from sharpen.cli.options import JsonOpt, StoreOpt, WideOpt, open_store, run_json
+from sharpen.cli.tables import print_table
 from sharpen.core.trajectory import Trajectory
 from sharpen.envs.generation import parse_split
 from sharpen.runner.summary import RunSummary
@@ -23,20 +25,26 @@ from sharpen.train.export import export as export_lines
 
 def runs(
     limit: Annotated[int, typer.Option(min=1, help="How many recent runs.")] = 20,
+    json_out: JsonOpt = False,
+    wide: WideOpt = False,
     store: StoreOpt = None,
 ) -> None:
     """List recent runs, newest first. A run whose process is gone (killed) is shown
     ``interrupted``; an incomplete run's status says how many episodes are stored."""
     st = open_store(store)
+    records = st.list_runs(limit=limit)
+    if json_out:
+        print(json.dumps({"store": str(st.url), "runs": [run_json(r) for r in records]}, indent=2))
+        return
     table = Table(title=f"Runs in {st.url}", title_justify="left")
     for col in ("run", "created", "env", "model", "tasks × epochs", "status", "success"):
         table.add_column(col)
-    for r in st.list_runs(limit=limit):
+    for r in records:
         rate = f"{r.n_success}/{r.n_counted}" if r.n_counted else "—"
         table.add_row(r.manifest.run_id, r.created_at.strftime("%Y-%m-%d %H:%M"),
                       r.manifest.env.name, r.agent.model.name,
                       f"{len(r.manifest.task_ids)} × {r.manifest.epochs}", _state(r), rate)
-    Console().print(table)
+    print_table(table, wide=wide)
 
 
 def _state(r: RunRecord) -> str:
@@ -66,45 +74,78 @@ def _pattern(trajs: list[Trajectory]) -> str:
 def show(
     run: Annotated[str, typer.Argument(
         help="Run id, a unique prefix, or 'latest' (the newest run not in flight).")],
+    json_out: JsonOpt = False,
+    wide: WideOpt = False,
     store: StoreOpt = None,
 ) -> None:
     """Show a run: manifest, per-task results (one mark per epoch), summary."""
     st = open_store(store)
     rid = st.resolve_run(run)
     rec = st.get_run(rid)
-    console = Console()
     m = rec.manifest
+    trajs = list(st.iter_trajectories(rid, with_steps=False))
+    by_task: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajs:
+        by_task[t.task.id].append(t)
+    rows = [TaskRow.of(task_id, by_task.get(task_id, [])) for task_id in m.task_ids]
+    wall = float((rec.summary or {}).get("wall_seconds", 0.0))
+    summary = RunSummary.of(rid, trajs, wall)
+    if json_out:
+        print(json.dumps({"run": run_json(rec), "tasks": [r.model_dump(mode="json") for r in rows],
+                          "summary": summary.model_dump(mode="json")}, indent=2))
+        return
+    console = Console()
     console.print(f"[bold]run {rid}[/] · {rec.status} · env {m.env.name} {m.env.args or ''} · "
                   f"model {rec.agent.model.name} {rec.agent.model.args or ''} · agent "
                   f"{m.agent_hash} · seed {m.seed} · isolation {m.isolation}", highlight=False)
     note = _incomplete(rec)
     if note:
         console.print(note, highlight=False)
-    trajs = list(st.iter_trajectories(rid, with_steps=False))
-    by_task: dict[str, list[Trajectory]] = defaultdict(list)
-    for t in trajs:
-        by_task[t.task.id].append(t)
     table = Table(title="Tasks (✓ pass, ✗ fail, E excluded error; one mark per epoch)",
                   title_justify="left")
     for col in ("task", "epochs", "reward", "invalid", "tokens", "note"):
         table.add_column(col)
-    for task_id in m.task_ids:
-        ts = by_task.get(task_id, [])
+    for row in rows:
+        if row.reward is None:
+            table.add_row(row.task_id, "(not run)", "", "", "", "")
+        else:
+            table.add_row(row.task_id, row.epochs, f"{row.reward:.2f}", str(row.invalid_actions),
+                          f"{row.tokens:,}", row.note)
+    print_table(table, wide=wide, console=console)
+    print_table(summary.table(), wide=wide, console=console)
+
+
+class TaskRow(BaseModel):
+    """One task of a run as ``sharpen show`` lists it (a table row, or an item of ``--json``'s
+    ``tasks``)."""
+
+    task_id: str
+    """The task's id."""
+    epochs: str
+    """One mark per stored epoch: ✓ pass, ✗ fail, E excluded error ("" when none is stored)."""
+    reward: float | None
+    """Mean reward over the stored epochs (``None`` when none is)."""
+    invalid_actions: int
+    """Replies without a valid action, over the stored epochs."""
+    tokens: int
+    """Tokens over the stored epochs."""
+    note: str
+    """The first line of the last epoch's error or evidence (at most 70 characters)."""
+
+    @classmethod
+    def of(cls, task_id: str, ts: list[Trajectory]) -> TaskRow:
+        """The row of ``task_id`` from its stored trajectories ``ts`` (possibly none)."""
         if not ts:
-            table.add_row(task_id, "(not run)", "", "", "", "")
-            continue
+            return cls(task_id=task_id, epochs="", reward=None, invalid_actions=0, tokens=0, note="")
         last = max(ts, key=lambda t: t.epoch)
         note = ""
         if last.outcome is not None:
             lines = (last.outcome.error or last.outcome.evidence or "").strip().splitlines()
             note = lines[0][:70] if lines else ""
-        reward = sum(t.outcome.reward for t in ts if t.outcome) / len(ts)
-        table.add_row(task_id, _pattern(ts), f"{reward:.2f}",
-                      str(sum(t.invalid_actions for t in ts)),
-                      f"{sum(t.usage.total_tokens for t in ts):,}", note)
-    console.print(table)
-    wall = float((rec.summary or {}).get("wall_seconds", 0.0))
-    console.print(RunSummary.of(rid, trajs, wall).table())
+        return cls(task_id=task_id, epochs=_pattern(ts),
+                   reward=sum(t.outcome.reward for t in ts if t.outcome) / len(ts),
+                   invalid_actions=sum(t.invalid_actions for t in ts),
+                   tokens=sum(t.usage.total_tokens for t in ts), note=note)
 
 
 def export(

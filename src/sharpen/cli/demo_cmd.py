@@ -21,8 +21,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from sharpen.cli.improve_cmd import run_experiment, view_hint
-from sharpen.cli.options import CurvePlotOpt, StoreOpt
+from sharpen.cli.improve_cmd import experiment_json, run_experiment, view_hint
+from sharpen.cli.options import CurvePlotOpt, JsonOpt, StoreOpt
 from sharpen.core.agent_spec import AgentSpec, Limits
 from sharpen.core.registry import PluginRef
 from sharpen.improvement.budget import Budget
@@ -63,11 +63,12 @@ def demo(
     plot: CurvePlotOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted demo.")] = False,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start the demo over.")] = False,
+    json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
     """Baseline the embedded model on code tasks, improve it with Reflexion on the failed
     tests within a budget, and print the held-out verdict with its paired 95% interval."""
-    console = Console()
+    console = Console(stderr=json_out)  # with --json, stdout holds the JSON alone
     config = ExperimentConfig(
         env=DEMO_ENV, seed_spec=DEMO_SPEC, proposer=DEMO_PROPOSER,
         train=train, val=val, test=test, task_seed=task_seed,
@@ -79,12 +80,17 @@ def demo(
                   f"chosen on {train} train / {val} val tasks within {budget_rollouts} "
                   f"rollouts, then both are scored on {test} held-out test tasks with the same seeds.")
     result = run_experiment(config, store_url=store, folder=None, resume=resume, fresh=fresh,
-                            concurrency=1, console=console)
-    render(result, console)
+                            concurrency=1, console=console, progress=not json_out)
+    if not json_out:
+        render(result, console)
     console.print(view_hint(result.experiment_id, store, None), highlight=False, markup=False)
     result.results[0].winner.dump(out)
     console.print(f"improved spec: {out} (run it: sharpen run code -E source=generated "
                   f"-E max_submissions=1 --agent {out})")
-    if plot is not None:
-        console.print(f"anytime curve: {', '.join(map(str, plot_curves(result, plot)))}")
+    paths = plot_curves(result, plot) if plot is not None else []
+    if paths:
+        console.print(f"anytime curve: {', '.join(map(str, paths))}")
+    if json_out:
+        print(experiment_json(result, out, paths))
+        return
     console.print(f"[bold]verdict:[/] {verdict_line(result.results[0])}", highlight=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
 from pathlib import Path
 from typing import Annotated
@@ -14,6 +15,7 @@ from sharpen.cli.options import (
     BaseUrlOpt,
     CurvePlotOpt,
     EnvArgOpt,
+    JsonOpt,
     ModelArgOpt,
     ModelNameOpt,
     ModelOpt,
@@ -29,7 +31,7 @@ from sharpen.improvement import launch
 from sharpen.improvement.budget import Budget, preflight
 from sharpen.improvement.engine import EngineConfig
 from sharpen.improvement.experiment import ExperimentConfig, ExperimentResult
-from sharpen.improvement.report import plot_curves, render
+from sharpen.improvement.report import plot_curves, render, verdict_line
 
 
 def view_hint(experiment_id: str, store_url: str | None, folder: Path | None) -> str:
@@ -40,8 +42,10 @@ def view_hint(experiment_id: str, store_url: str | None, folder: Path | None) ->
 
 
 def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: Path | None,
-                   resume: bool, fresh: bool, concurrency: int, console: Console) -> ExperimentResult:
-    """Run ``config`` with progress lines on ``console``; checkpoint, resume, Ctrl-C."""
+                   resume: bool, fresh: bool, concurrency: int, console: Console,
+                   progress: bool = True) -> ExperimentResult:
+    """Run ``config`` with progress lines on ``console`` (and progress bars unless not
+    ``progress``); checkpoint, resume, Ctrl-C."""
     launch.check_config(config)
     st = open_store(store_url)
     folder = launch.prepare_folder(st, config, folder, resume=resume, fresh=fresh)
@@ -53,7 +57,7 @@ def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: P
                   highlight=False)
     try:
         result = asyncio.run(launch.run_experiment(
-            config, st, folder, concurrency=concurrency, progress=True,
+            config, st, folder, concurrency=concurrency, progress=progress,
             on_event=lambda m: console.print(f"  {m}", highlight=False, markup=False)))
     except KeyboardInterrupt:
         console.print("[yellow]Interrupted.[/] Progress is checkpointed in "
@@ -101,10 +105,11 @@ def improve(
     fresh: Annotated[bool, typer.Option("--fresh", help="Delete its checkpoint and start over.")] = False,
     plot: CurvePlotOpt = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 1,
+    json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
     """Improve an AgentSpec on train/val within a budget; report its held-out gain on test."""
-    console = Console()
+    console = Console(stderr=json_out)  # with --json, stdout holds the JSON alone
     spec = AgentSpec.load(agent) if agent else AgentSpec()
     spec = spec.model_copy(update={"model": model_ref(spec, model, base_url, model_name,
                                                       parse_kv(model_arg, "--model-arg"))})
@@ -117,12 +122,24 @@ def improve(
                             minibatch=minibatch, seed=seed),
     )
     result = run_experiment(config, store_url=store, folder=folder, resume=resume, fresh=fresh,
-                            concurrency=concurrency, console=console)
-    render(result, console)
+                            concurrency=concurrency, console=console, progress=not json_out)
+    if not json_out:
+        render(result, console)
     console.print(view_hint(result.experiment_id, store, folder), highlight=False, markup=False)
     if out is not None:
         result.results[0].winner.dump(out)
         console.print(f"winning spec written to {out} (run it: sharpen run {env} --agent {out})")
-    if plot is not None:
-        paths = plot_curves(result, plot)
+    paths = plot_curves(result, plot) if plot is not None else []
+    if paths:
         console.print(f"anytime curve: {', '.join(map(str, paths))}")
+    if json_out:
+        print(experiment_json(result, out, paths))
+
+
+def experiment_json(result: ExperimentResult, out: Path | None, plots: list[Path]) -> str:
+    """What ``improve --json`` and ``demo --json`` print: the result
+    (``model_dump(mode="json")``), the main proposer's verdict line, where the winner went."""
+    return json.dumps({"experiment": result.model_dump(mode="json"),
+                       "verdict": verdict_line(result.results[0]),
+                       "out": None if out is None else str(out),
+                       "plots": [str(p) for p in plots]}, indent=2)

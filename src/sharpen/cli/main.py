@@ -19,7 +19,9 @@ COMMANDS: tuple[LazyCommand, ...] = (
                 "Your own are named as module:Name or path/to/file.py:Name (docs/plugins.md)."),
     LazyCommand("run", "sharpen.cli.run_cmd", "run",
                 "Run an agent on an environment's tasks and print a summary."),
-    LazyCommand("runs", "sharpen.cli.browse", "runs", "List recent runs, newest first."),
+    LazyCommand("runs", "sharpen.cli.browse", "runs",
+                "List recent runs, newest first. A run whose process is gone (killed) is shown "
+                "``interrupted``; an incomplete run's status says how many episodes are stored."),
     LazyCommand("show", "sharpen.cli.browse", "show",
                 "Show a run: manifest, per-task results (one mark per epoch), summary."),
     LazyCommand("export", "sharpen.cli.browse", "export",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
@@ -12,6 +12,9 @@ from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.models.base import MODEL
+
+if TYPE_CHECKING:
+    from sharpen.store import RunRecord
 
 StoreOpt = Annotated[
     str | None,
@@ -32,6 +35,11 @@ EnvArgOpt = Annotated[list[str] | None, typer.Option(
 CurvePlotOpt = Annotated[Path | None, typer.Option(
     "--plot", help="Write the anytime curve here: a folder (anytime.png and .svg) or a .png/.svg "
     "file (and its sibling in the other format). Needs matplotlib.")]
+JsonOpt = Annotated[bool, typer.Option(
+    "--json", help="Print JSON instead of tables: stdout holds only the JSON (its keys: "
+    "docs/running.md, Machine-readable output).")]
+WideOpt = Annotated[bool, typer.Option(
+    "--wide", help="Print tables at their full width: every cell on one line, ids whole.")]
 
 
 def above_zero(value: float | None) -> float | None:
@@ -54,6 +62,12 @@ def parse_kv(pairs: list[str] | None, flag: str) -> dict[str, Any]:
         except yaml.YAMLError:
             out[key.strip()] = value
     return out
+
+
+def run_json(r: RunRecord) -> dict[str, Any]:
+    """A stored run as ``--json`` prints it: the record (``model_dump(mode="json")``) with its
+    full ``id`` first."""
+    return {"id": r.id, **r.model_dump(mode="json")}
 
 
 def open_store(url: str | None):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,6 +12,7 @@ from rich.console import Console
 from sharpen.cli.options import (
     BaseUrlOpt,
     EnvArgOpt,
+    JsonOpt,
     ModelArgOpt,
     ModelNameOpt,
     ModelOpt,
@@ -18,6 +20,7 @@ from sharpen.cli.options import (
     model_ref,
     open_store,
     parse_kv,
+    run_json,
 )
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import REGISTRY, PluginRef
@@ -79,10 +82,11 @@ def run(
         "--target-effect", min=0.001, max=1.0,
         help="Before running, print the tasks × epochs needed to detect this difference (a rate, "
              "0.1 = 10 points) and warn if --tasks/--epochs are too few.")] = None,
+    json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
     """Run an agent on an environment's tasks and print a summary."""
-    console = Console()
+    console = Console(stderr=json_out)  # with --json, stdout holds the JSON alone
     spec = AgentSpec.load(agent) if agent else AgentSpec()
     if agent_name is not None:
         spec = with_agent(spec, PluginRef(name=agent_name), named=agent is None,
@@ -105,11 +109,15 @@ def run(
         _print_power_plan(console, st, environment, env_ref, target_effect, len(task_list), epochs,
                           split, seed)
     try:
-        summary = run_sync(Runner(st, progress=progress).run(config, resume=resume))
+        summary = run_sync(Runner(st, progress=progress and not json_out).run(config, resume=resume))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         console.print("[yellow]Interrupted.[/] Finished episodes are saved; rerun the same "
                       "command with --resume to do the rest.")
         raise typer.Exit(exc.exit_code if isinstance(exc, Terminated) else 130) from None
+    if json_out:
+        print(json.dumps({"run": run_json(st.get_run(summary.run_id)),
+                          "summary": summary.model_dump(mode="json")}, indent=2))
+        return
     console.print(summary.table())
     if summary.errors:
         console.print("[yellow]Errored attempts are excluded from the success rate; see "

@@ -7,6 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from sharpen.cli.tables import fit
 from sharpen.improvement.experiment import ExperimentResult, ProposerResult
 from sharpen.stats.mcnemar import mcnemar
 from sharpen.stats.paired import p_cell
@@ -69,7 +70,7 @@ def render(result: ExperimentResult, console: Console) -> None:
         acc.add_row(r.proposer.name, r.stop_reason, str(r.spend.rollouts), f"{r.spend.tokens:,}",
                     str(a.proposals), str(a.invalid), str(a.gated_out), str(a.accepted),
                     str(r.archive_size))
-    console.print(acc)
+    console.print(fit(acc, console))  # at 80 columns or in a log: no header cut to 'gate…'
     held = Table(title=f"Held-out test ({cfg.test} tasks, same seeds for every spec)", title_justify="left")
     for col in ("spec", "val", "test", "val→test gap", "tokens/task", "rollouts/task", "rollouts to best",
                 "difference vs seed [95% CI]", "p"):
@@ -83,7 +84,7 @@ def render(result: ExperimentResult, console: Console) -> None:
                      _pct(r.test_score), f"{100 * r.val_test_gap:+.1f} pts", f"{r.tokens_per_task:,.0f}",
                      f"{r.rollouts_per_task:.2f}", str(r.rollouts_to_best), difference_text(r),
                      p_cell(c.p_value))
-    console.print(held)
+    console.print(fit(held, console))
     for r in result.results:
         console.print(f"[bold]{r.proposer.name}[/] lineage:")
         for e in r.lineage:
