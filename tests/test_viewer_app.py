@@ -144,7 +144,7 @@ def test_run_page_filters_search_and_pages(store: Store) -> None:
     found = client.get(f"/runs/{run}?q=ADD_DIGITS")  # case-insensitive, over message JSON
     assert "1 task match" in found.text
     partial = client.get(f"/runs/{run}?failed=1", headers={"HX-Request": "true"})
-    assert partial.text.lstrip().startswith('<section id="tasks">')
+    assert partial.text.lstrip().startswith('<section id="tasks"') and "<html" not in partial.text
     assert client.get("/runs/nonexistent").status_code == 404
 
 

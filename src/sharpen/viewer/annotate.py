@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fastapi import APIRouter, Form, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from sharpen.core.feedback import Feedback, FeedbackTarget, TargetKind
 from sharpen.store import browse
@@ -97,7 +97,7 @@ def add_feedback(
 
 
 def _thread_fragment(request: Request, store: Store, tid: str, step: int | None, page: int,
-                     per_page: int) -> HTMLResponse:
+                     per_page: int) -> Response:
     tp = browse.trajectory_page(store, tid, page=page, per_page=per_page, prompt=False)
     assert tp is not None
     threads = feedback_threads(tp.feedback)

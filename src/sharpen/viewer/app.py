@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import jinja2
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -18,9 +18,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from sharpen.core.errors import UserError
 from sharpen.improvement.folder import experiments_base
 from sharpen.stats.intervals import wilson_interval
+from sharpen.stats.paired import p_cell
 from sharpen.store.records import Verdict
 from sharpen.store.store import Store
 from sharpen.viewer.security import CSRF_FIELD, csrf_guard, security_middleware
+from sharpen.viewer.twins import jsonable, twin_url, wants_json
 
 HERE = Path(__file__).resolve().parent
 HTMX_VERSION = "1.9.12"
@@ -85,7 +87,8 @@ def make_templates() -> Jinja2Templates:
     )
     env.filters.update(pct=_pct, cost=_cost, secs=_secs, when=_when, mark=_mark,
                        mark_class=_mark_class)
-    env.globals.update(wilson=_wilson, with_page=_with_page, csrf_field=CSRF_FIELD, htmx_version=HTMX_VERSION)
+    env.globals.update(wilson=_wilson, with_page=_with_page, csrf_field=CSRF_FIELD, htmx_version=HTMX_VERSION,
+                       p_cell=p_cell)
     return Jinja2Templates(env=env)
 
 
@@ -96,6 +99,7 @@ def create_app(
     allowed_hosts: frozenset[str] | None = None,
     per_page: int = 50,
     improve_dir: Path | None = None,
+    poll_seconds: float = 3.0,
 ) -> FastAPI:
     """The viewer over ``store``.
 
@@ -104,12 +108,14 @@ def create_app(
     loopback names when bound to loopback without a token). ``per_page``: tasks per run
     page and steps per trajectory page. ``improve_dir``: where improvement experiments keep
     their folders (default: next to the store, as ``sharpen improve`` writes them).
+    ``poll_seconds``: how often the page of a run whose status is ``running`` refreshes.
     """
     app = FastAPI(title="sharpen viewer", docs_url=None, redoc_url=None, openapi_url=None,
                   dependencies=[Depends(csrf_guard)])
     app.state.store = store
     app.state.templates = make_templates()
     app.state.per_page = per_page
+    app.state.poll_seconds = poll_seconds
     app.state.improve_dir = improve_dir if improve_dir is not None else experiments_base(store.url)
     app.middleware("http")(security_middleware(token, allowed_hosts))
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
@@ -121,18 +127,23 @@ def create_app(
     app.include_router(improve.router)
 
     @app.exception_handler(UserError)
-    async def _user_error(request: Request, exc: UserError) -> HTMLResponse:
+    async def _user_error(request: Request, exc: UserError) -> Response:
         return render(request, "error.html", {"message": exc.message, "fix": exc.fix}, status=404)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> PlainTextResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if wants_json(request):
+            return JSONResponse({"message": str(exc.detail)}, status_code=exc.status_code)
         return PlainTextResponse(str(exc.detail), status_code=exc.status_code)
 
     return app
 
 
-def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
-    """Render template ``name`` with the request, its CSRF token and ``context``."""
+def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
+    """Render template ``name`` with the request, its CSRF token and ``context`` — or, for a
+    ``.json`` URL, answer ``context`` itself as the page's JSON twin (:mod:`sharpen.viewer.twins`)."""
+    if wants_json(request):
+        return JSONResponse(jsonable(context), status_code=status)
     templates: Jinja2Templates = request.app.state.templates
-    ctx = {"csrf": getattr(request.state, "csrf", ""), **context}
+    ctx = {"csrf": getattr(request.state, "csrf", ""), "json_url": twin_url(request), **context}
     return templates.TemplateResponse(request, name, ctx, status_code=status)
