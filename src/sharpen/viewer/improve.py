@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 from pydantic import BaseModel
 
@@ -20,6 +20,7 @@ from sharpen.core.errors import UserError
 from sharpen.improvement.candidate import Candidate
 from sharpen.improvement.evaluate import EvalRecord, cache_key
 from sharpen.improvement.folder import ExperimentFolder, find_experiment, list_experiments
+from sharpen.improvement.proposal import Rejection
 from sharpen.improvement.report import difference_text, selection_note, verdict_line
 from sharpen.improvement.state import EngineState
 from sharpen.stats.paired import p_cell
@@ -27,6 +28,7 @@ from sharpen.store.records import RunRecord
 from sharpen.store.store import Store
 from sharpen.viewer import svg
 from sharpen.viewer.app import render
+from sharpen.viewer.twins import wants_json
 
 router = APIRouter()
 
@@ -135,15 +137,41 @@ def _curve(name: str, state: EngineState) -> Markup:
     return Markup(svg.scatter(f"{name}: best validation success", points, "rollouts spent", line=True))
 
 
+def known_candidates(exp: ExperimentFolder) -> dict[str, str]:
+    """Every archived candidate's hash -> the proposer whose page shows it (the main one
+    first where several engines share a candidate, as they share the seed)."""
+    return {c.hash: name for name, state in reversed(exp.states.items()) for c in state.archive.candidates}
+
+
+def find_spec(exp: ExperimentFolder, proposer: str, spec_hash: str
+              ) -> tuple[str, str, tuple[str, Rejection] | None] | None:
+    """Where the experiment has ``spec_hash`` (full, or a unique prefix): ``(proposer, full
+    hash, None)`` for an archived candidate, ``(proposer, full hash, (parent, rejection))``
+    for a child that lost its gate; ``proposer``'s engine is searched first."""
+    names = sorted(exp.states, key=lambda n: n != proposer)
+    for name in names:
+        state = exp.states[name]
+        hits = {c.hash for c in state.archive.candidates if c.hash.startswith(spec_hash)}
+        if len(hits) == 1:
+            return name, hits.pop(), None
+        rejected = [(parent, r) for parent, rs in state.rejected.items() for r in rs
+                    if r.child_hash.startswith(spec_hash)]
+        if not hits and len({r.child_hash for _, r in rejected}) == 1:
+            return name, rejected[0][1].child_hash, rejected[0]
+    return None
+
+
 @router.get("/improve", response_class=HTMLResponse)
-def experiments_page(request: Request) -> HTMLResponse:
+@router.get("/improve.json")
+def experiments_page(request: Request) -> Response:
     rows = list_experiments(_base(request))
     return render(request, "improve_list.html", {"rows": rows, "base": _base(request),
                                                  "verdict": verdict_line})
 
 
 @router.get("/improve/{ref}", response_class=HTMLResponse)
-def experiment_page(request: Request, ref: str) -> HTMLResponse:
+@router.get("/improve/{ref}.json")
+def experiment_page(request: Request, ref: str) -> Response:
     exp = _experiment(request, ref)
     store: Store = request.app.state.store
     engines = []
@@ -161,15 +189,30 @@ def experiment_page(request: Request, ref: str) -> HTMLResponse:
     return render(request, "improve.html", {"exp": exp, "cfg": exp.definition, "engines": engines,
                                             "verdict": verdict_line, "difference": difference_text,
                                             "p_cell": p_cell, "selection_note": selection_note,
-                                            "runs": experiment_runs(store, exp)})
+                                            "runs": experiment_runs(store, exp),
+                                            "known": known_candidates(exp)})
 
 
 @router.get("/improve/{ref}/{proposer}/{spec_hash}", response_class=HTMLResponse)
-def candidate_page(request: Request, ref: str, proposer: str, spec_hash: str) -> HTMLResponse:
+@router.get("/improve/{ref}/{proposer}/{spec_hash}.json")
+def candidate_page(request: Request, ref: str, proposer: str, spec_hash: str) -> Response:
+    """One candidate (a full hash or a unique prefix; looked for under ``proposer`` first,
+    then under the experiment's other proposers), or a child that lost its gate."""
     exp = _experiment(request, ref)
-    state = exp.states.get(proposer)
-    if state is None or not state.archive.has(spec_hash):
-        raise HTTPException(404, f"experiment {exp.id} has no candidate {spec_hash} from {proposer}")
+    found = find_spec(exp, proposer, spec_hash)
+    if found is None:
+        raise HTTPException(404, f"experiment {exp.id} has no candidate or rejected child {spec_hash}")
+    where, full, rejection = found
+    if (where, full) != (proposer, spec_hash):
+        suffix = ".json" if wants_json(request) else ""
+        return RedirectResponse(f"/improve/{exp.id}/{where}/{full}{suffix}", status_code=307)
+    state = exp.states[where]
+    if rejection is not None:
+        parent_hash, rej = rejection
+        return render(request, "rejected.html", {
+            "exp": exp, "proposer": where, "parent": parent_hash, "rejection": rej,
+            "episodes": episodes_of(state, rej.child_hash),
+            "task_ids": _task_ids(request.app.state.store, state)})
     cand: Candidate = state.archive.get(spec_hash)
     parent = next((state.archive.get(p) for p in cand.spec.parents if state.archive.has(p)), None)
     store: Store = request.app.state.store
