@@ -10,14 +10,21 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import os
+import random
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,11 +33,14 @@ playwright_sync = pytest.importorskip("playwright.sync_api", reason="pip install
 
 import uvicorn  # noqa: E402
 
+from sharpen.core.hashing import content_hash  # noqa: E402
+from sharpen.core.manifest import RunManifest  # noqa: E402
+from sharpen.core.registry import PluginRef  # noqa: E402
 from sharpen.improvement.experiment import Experiment  # noqa: E402
 from sharpen.improvement.folder import experiment_folder  # noqa: E402
 from sharpen.store.store import Store  # noqa: E402
 from sharpen.viewer import create_app  # noqa: E402
-from sharpen.viewer.demo import fill_fixture_store  # noqa: E402
+from sharpen.viewer.demo import fill_fixture_store, fixture_spec, fixture_tasks, make_trajectory  # noqa: E402
 
 CHROMIUM = os.environ.get("SHARPEN_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
@@ -49,11 +59,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(store: Store) -> Iterator[str]:
+def serving(store: Store, **app_args: Any) -> Iterator[str]:
     """The viewer over ``store`` served by uvicorn on a free loopback port; yields its URL."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(
-        create_app(store, allowed_hosts=frozenset({"127.0.0.1", "localhost"})),
+        create_app(store, allowed_hosts=frozenset({"127.0.0.1", "localhost"}), **app_args),
         host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -239,6 +249,16 @@ def test_improvement_experiment_archive_and_candidate_diff(tmp_path: Path, brows
         assert page.locator("tr.candidate-row").count() == len(result.results[0].lineage)
         assert page.locator("section.engine svg.chart").count() == 1  # the anytime curve
         shot(page, "improve")
+        # every link on the experiment page answers 200 (no id leads to a 404)
+        hrefs = sorted(set(page.locator("main a[href], nav a[href]").evaluate_all(
+            "links => links.map(a => a.getAttribute('href'))")))
+        assert len(hrefs) > 10
+        for href in hrefs:
+            response = page.request.get(base + href)
+            assert response.status == 200, f"{href} answered {response.status}"
+        hashes = page.locator("main code").evaluate_all(
+            "cs => cs.filter(c => /^[0-9a-f]{8}$/.test(c.textContent)).map(c => c.parentElement.tagName)")
+        assert hashes and set(hashes) == {"A"}, "every candidate hash shown is a link"
         child = result.results[0].lineage[-1]
         page.locator(f'tr.candidate-row a[href$="/{child.hash}"]').click()
         page.wait_for_selector("pre.diff")
@@ -246,5 +266,78 @@ def test_improvement_experiment_archive_and_candidate_diff(tmp_path: Path, brows
         shot(page, "improve-candidate")
         page.locator("a.traj").first.click()  # a validation episode of the candidate
         page.wait_for_selector("article.step")
+        assert page.errors == []
+    store.close()
+
+
+def test_tool_call_code_renders_as_highlighted_code(served, page) -> None:
+    base, _store, ids = served
+    page.goto(f"{base}/runs/{ids['baseline']}")
+    page.locator("a.traj").first.click()
+    page.wait_for_selector("article.step")
+    code = page.locator("#step-0 .call dd.arg-code pre.hl").first
+    text = code.inner_text()
+    assert text.startswith("def ") and "\n" in text and "\\n" not in text and '"code"' not in text
+    assert code.locator("span.hl-k").first.inner_text() == "def"  # a keyword, coloured by class
+    colour = code.locator("span.hl-k").first.evaluate("e => getComputedStyle(e).color")
+    assert colour != code.evaluate("e => getComputedStyle(e).color")  # the stylesheet applies
+    assert page.locator("#step-0 .call dt").first.inner_text().startswith("code")
+    assert page.errors == []
+
+
+def test_compare_page_verdict_equals_sharpen_compare_json(served, page) -> None:
+    base, store, ids = served
+    a, b = ids["baseline"], ids["candidate"]
+    cli = Path(sys.executable).with_name("sharpen")
+    out = subprocess.run([str(cli), "compare", a, b, "--json", "--store", store.url],
+                         capture_output=True, text=True, timeout=120, check=True)
+    expected = json.loads(out.stdout)["comparisons"][0]
+    page.goto(f"{base}/compare?a={a}&b={b}")
+    box = page.locator("#verdict")
+    assert box.get_attribute("data-direction") == expected["direction"]
+    assert float(box.get_attribute("data-p")) == expected["p_value"]
+    assert float(box.get_attribute("data-difference")) == expected["difference"]
+    assert box.locator("p.verdict").inner_text() == f"B vs A: {expected['verdict']}"
+    diff, ci = expected["difference"], expected["ci"]
+    assert box.locator("td.difference").inner_text() == (
+        f"{100 * diff:+.1f} [{100 * ci['low']:+.1f}, {100 * ci['high']:+.1f}] pts")
+    assert page.locator("#spend tr.spend-row").count() == 4
+    # changed-only filter, from the page's own form
+    all_rows = page.locator("tr.delta-row").count()
+    page.check('input[name="changed"]')
+    page.click("form.filters button[type=submit]")
+    page.wait_for_url(re.compile(r"changed=1"))
+    assert page.locator("tr.delta-row.same").count() == 0
+    assert page.locator("tr.delta-row").count() <= all_rows
+    assert page.errors == []
+
+
+def test_running_run_page_updates_without_reload(tmp_path: Path, browser, page) -> None:
+    """A run whose status is ``running``: a trajectory written into the store while its page
+    is open appears without a reload, and polling stops once the run has finished."""
+    store = Store(f"sqlite:///{tmp_path / 'live.db'}")
+    spec, tasks = fixture_spec("live", 0.0), fixture_tasks()[:2]
+    run_id = uuid.uuid4().hex
+    store.create_run(RunManifest(run_id=run_id, created_at=datetime.now(UTC), env=PluginRef(name="code"),
+                                 agent_hash=spec.hash(), task_ids=[t.id for t in tasks], epochs=1,
+                                 seed=1, config_hash=content_hash({"live": run_id}), isolation="fixture"),
+                     spec, tasks)
+    with serving(store, poll_seconds=0.3) as base:
+        page.goto(f"{base}/runs/{run_id}")
+        page.evaluate("window.__loaded = performance.timeOrigin")  # gone if the page reloads
+        assert "0 of 2 attempts stored" in page.locator("p.run-progress").inner_text()
+        assert page.locator("a.traj").count() == 0
+        store.save_trajectory(make_trajectory(run_id, tasks[0], spec, 0, True, random.Random(1)))
+        page.wait_for_selector("a.traj", timeout=10_000)
+        assert "1 of 2 attempts stored" in page.locator("p.run-progress").inner_text()
+        store.save_trajectory(make_trajectory(run_id, tasks[1], spec, 0, False, random.Random(2)))
+        store.set_run_status(run_id, "finished", {"wall_seconds": 1.0})
+        page.wait_for_selector('#tasks[data-status="finished"]', timeout=10_000)
+        assert page.locator("a.traj").count() == 2
+        assert page.evaluate("window.__loaded") is not None  # the same document throughout
+        polls: list[str] = []
+        page.on("request", lambda r: polls.append(r.url) if "/runs/" in r.url else None)
+        page.wait_for_timeout(1000)
+        assert polls == [], "polling goes on after the run finished"
         assert page.errors == []
     store.close()

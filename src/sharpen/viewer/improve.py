@@ -138,9 +138,14 @@ def _curve(name: str, state: EngineState) -> Markup:
 
 
 def known_candidates(exp: ExperimentFolder) -> dict[str, str]:
-    """Every archived candidate's hash -> the proposer whose page shows it (the main one
-    first where several engines share a candidate, as they share the seed)."""
-    return {c.hash: name for name, state in reversed(exp.states.items()) for c in state.archive.candidates}
+    """Every spec the experiment has a page for — archived candidates and children that lost
+    their gate — by hash -> the proposer whose page shows it (the main one where several
+    engines share a spec, as they share the seed)."""
+    out: dict[str, str] = {}
+    for name, state in reversed(exp.states.items()):
+        out.update({r.child_hash: name for rs in state.rejected.values() for r in rs})
+        out.update({c.hash: name for c in state.archive.candidates})
+    return out
 
 
 def find_spec(exp: ExperimentFolder, proposer: str, spec_hash: str
