@@ -151,3 +151,29 @@ def test_result_json_reads_back(lab) -> None:
     _store, base, result = lab
     again = ExperimentResult.model_validate_json((base / result.experiment_id / "result.json").read_text())
     assert again == result
+
+
+def test_rejected_child_page_prefix_redirect_and_json_twins(lab) -> None:
+    """A gated-out child's hash has a page (its gate and its episodes); a candidate's 8-char
+    prefix, as the pages show it, redirects to its full page; each page has a JSON twin."""
+    store, _base, result = lab
+    client = TestClient(create_app(store))
+    exp = result.experiment_id
+    state = next(f for f in list_experiments(_base) if f.id == exp).states["reflexion"]
+    (parent, rejections), = [(p, rs) for p, rs in state.rejected.items() if rs][:1]
+    child = rejections[0]
+    page = client.get(f"/improve/{exp}/reflexion/{child.child_hash}")
+    assert page.status_code == 200
+    seen = text(page.text)
+    assert f"{child.child_successes}/{child.minibatch} on the minibatch" in seen and child.change in seen
+    assert len(re.findall(r'class="traj (?:mark-ok|mark-fail)" href="/t/', page.text)) == child.minibatch
+    assert f'href="/improve/{exp}/reflexion/{parent}"' in page.text
+    winner = result.results[0].lineage[-1].hash
+    short = client.get(f"/improve/{exp}/reflexion/{winner[:8]}", follow_redirects=False)
+    assert short.status_code == 307 and short.headers["location"] == f"/improve/{exp}/reflexion/{winner}"
+    assert client.get(f"/improve/{exp}/other-proposer/{winner}").status_code == 200  # redirected
+    twin = client.get(f"/improve/{exp}/reflexion/{winner}.json").json()
+    assert twin["cand"]["hash"] == winner and twin["proposer"] == "reflexion"
+    experiment = client.get(f"/improve/{exp}.json").json()
+    assert experiment["exp"]["id"] == exp and experiment["known"][winner] == "reflexion"
+    assert experiment["engines"][0]["best"] == state.archive.best().hash
