@@ -123,7 +123,7 @@ async def test_experiment_scores_test_outside_the_budget_and_reports_the_gain(tm
     assert r.val_discordant == (0, 4)
     assert selection_note(r) == ("validation cannot tell the winner from the seed: 4 validation "
                                  "tasks only the winner solved, 0 only the seed (exact McNemar "
-                                 "p = 0.12); the held-out verdict decides")
+                                 "p = 0.125); the held-out verdict decides")
     assert selection_note(r.model_copy(update={"val_discordant": (0, 6)})) is None  # p = 0.031
     assert selection_note(r.model_copy(update={"lineage": r.lineage[:1]})) is None  # the seed won
     assert selection_note(r.model_copy(update={"val_discordant": None})) is None  # an older result

@@ -85,7 +85,7 @@ def test_report_prints_readable_sections(runs) -> None:
     res = sharpen("report", runs["replay"], cwd=runs["cwd"])
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert has_row(out, "success", "25.0%", "[10.2, 49.5]", "wilson", "16")
+    assert has_row(out, "success", "25.0%", "[10.1, 49.5]", "wilson", "16")  # 10.18: low end rounded down
     assert "excluded (errors) 0 of 16 attempts" in out
     assert "per success" in out and "consistency" in out
     assert has_row(out, "robustness", "not declared by this environment")
@@ -223,7 +223,7 @@ def test_run_report_compare_export_and_resume_on_a_postgresql_store(postgres, tm
 
     report = sharpen("report", rid, cwd=tmp_path, env=env)
     assert report.returncode == 0, report.stderr
-    assert has_row(report.stdout, "success", "25.0%", "[10.2, 49.5]", "wilson", "16")
+    assert has_row(report.stdout, "success", "25.0%", "[10.1, 49.5]", "wilson", "16")
     assert f"✓ reference agent scores 100.0% (floor 95%) in run {ref_id}" in report.stdout
     better = sharpen("compare", rid, ref_id, cwd=tmp_path, env=env)
     assert better.returncode == 0 and "B vs A: B is better by 75.0 points" in better.stdout

@@ -11,6 +11,7 @@ from sharpen.stats.compare import compare_runs
 from sharpen.stats.mcnemar import EXACT_BELOW, mcnemar, newcombe_interval
 from sharpen.stats.multiple import holm
 from sharpen.stats.paired import compare_pair
+from sharpen.stats.rounding import interval_text
 
 REPS = 1000
 
@@ -144,8 +145,9 @@ def test_a_verdict_that_follows_the_test_says_when_the_interval_excludes_zero() 
     assert cmp.method == "mcnemar-exact" and cmp.discordant == (0, 5)
     assert not cmp.significant and cmp.p_value == pytest.approx(0.0625) and cmp.ci.low > 0
     assert cmp.verdict.startswith("no detectable difference; with these tasks the smallest")
-    assert cmp.verdict.endswith(f"the 95% CI [{100 * cmp.ci.low:.1f}, {100 * cmp.ci.high:.1f}] of B − A "
-                                "excludes 0 but the test does not (p = 0.062, α = 0.05): at this "
+    # p = 0.0625 prints 0.063 (rounded up, never 0.062), the interval outward
+    assert cmp.verdict.endswith(f"the 95% CI {interval_text(cmp.ci.low, cmp.ci.high)} of B − A "
+                                "excludes 0 but the test does not (p = 0.063, α = 0.05): at this "
                                 "margin the verdict follows the test")
     # An interval that spans 0 adds nothing to the words.
     c = np.r_[np.ones(15, int), np.zeros(35, int)]

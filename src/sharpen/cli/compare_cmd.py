@@ -18,6 +18,7 @@ from sharpen.cli.report_cmd import JsonOpt, PlotOpt, pct
 from sharpen.core.errors import UserError
 from sharpen.stats.bootstrap import DEFAULT_REPS
 from sharpen.stats.compare import ComparisonReport
+from sharpen.stats.rounding import interval_text, p_cell
 
 
 def render(rep: ComparisonReport, console: Console) -> None:
@@ -28,7 +29,7 @@ def render(rep: ComparisonReport, console: Console) -> None:
         runs.add_column(col, no_wrap=col in ("run", "success [95% CI]"))
     for b in rep.runs:
         s, cost = b.success, b.cost
-        ci = f" [{100 * s.ci.low:.1f}, {100 * s.ci.high:.1f}]" if s.ci else ""
+        ci = f" {interval_text(s.ci.low, s.ci.high)}" if s.ci else ""
         runs.add_row(b.label, b.run.run_id, f"{b.run.agent_name} ({b.run.model})",
                      f"{b.run.tasks_planned} × {b.run.epochs_planned}", pct(s.value) + ci,
                      pct(b.errors.excluded_share),
@@ -44,10 +45,11 @@ def render(rep: ComparisonReport, console: Console) -> None:
         comps.add_column(col, no_wrap=col == "difference [95% CI]")
     for c in rep.comparisons:
         diff = "—" if c.difference is None or c.ci is None else (
-            f"{100 * c.difference:+.1f} [{100 * c.ci.low:+.1f}, {100 * c.ci.high:+.1f}]")
+            f"{100 * c.difference:+.1f} {interval_text(c.ci.low, c.ci.high, signed=True)}")
         disc = f" (discordant {c.discordant[0]}/{c.discordant[1]})" if c.discordant else ""
+        mark = "≤ " if c.p_upper_bound else ""  # a bootstrap p below 1/replicates is a bound
         comps.add_row(f"{c.label_b} vs A", str(c.matched_tasks), pct(c.rate_a), pct(c.rate_b), diff,
-                      f"{c.p_value:.3g}", *([f"{c.p_adjusted:.3g}"] if rep.holm else []),
+                      mark + p_cell(c.p_value), *([mark + p_cell(c.p_adjusted)] if rep.holm else []),
                       c.method + disc)
     console.print(comps)
     for c in rep.comparisons:

@@ -20,6 +20,7 @@ from sharpen.stats.accuracy import Metric
 from sharpen.stats.cost import CostSummary
 from sharpen.stats.power import PowerPlan
 from sharpen.stats.report import RunReport
+from sharpen.stats.rounding import interval_text
 
 if TYPE_CHECKING:
     from sharpen.store import Store
@@ -37,7 +38,7 @@ def pct(x: float | None, digits: int = 1) -> str:
 
 def metric_row(m: Metric) -> list[str]:
     """Cells of one accuracy row: name, value, interval, method, tasks."""
-    ci = "—" if m.ci is None else f"[{100 * m.ci.low:.1f}, {100 * m.ci.high:.1f}]"
+    ci = "—" if m.ci is None else interval_text(m.ci.low, m.ci.high)
     tasks = str(m.n_tasks) + (f" ({m.n_undefined} with < {m.k} trials left out)" if m.n_undefined else "")
     return [m.name, pct(m.value), ci, m.ci.method if m.ci else "—", tasks]
 

@@ -10,8 +10,8 @@ from rich.table import Table
 from sharpen.cli.tables import fit
 from sharpen.improvement.experiment import ExperimentResult, ProposerResult
 from sharpen.stats.mcnemar import mcnemar
-from sharpen.stats.paired import p_cell
 from sharpen.stats.plot import plot_paths, pyplot, save
+from sharpen.stats.rounding import interval_text, p_cell, p_text
 
 CURVE_STEM = "anytime"
 """File name (without extension) of the anytime-curve plots."""
@@ -26,7 +26,7 @@ def difference_text(r: ProposerResult) -> str:
     c = r.comparison
     if c.ci is None:
         return "n/a"
-    return f"{100 * (c.difference or 0):+.1f} [{100 * c.ci.low:+.1f}, {100 * c.ci.high:+.1f}]"
+    return f"{100 * (c.difference or 0):+.1f} {interval_text(c.ci.low, c.ci.high, signed=True)}"
 
 
 def verdict_line(r: ProposerResult) -> str:
@@ -52,7 +52,7 @@ def selection_note(r: ProposerResult) -> str | None:
         return None
     return (f"validation cannot tell the winner from the seed: {winner_only} validation "
             f"task{'s' if winner_only != 1 else ''} only the winner solved, {seed_only} only the "
-            f"seed (exact McNemar p = {p:.2f}); the held-out verdict decides")
+            f"seed (exact McNemar {p_text(p)}); the held-out verdict decides")
 
 
 def render(result: ExperimentResult, console: Console) -> None:

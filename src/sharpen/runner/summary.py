@@ -9,6 +9,7 @@ from rich.table import Table
 
 from sharpen.core.trajectory import Trajectory
 from sharpen.stats.intervals import wilson_interval
+from sharpen.stats.rounding import interval_text
 
 
 class RunSummary(BaseModel):
@@ -64,7 +65,8 @@ class RunSummary(BaseModel):
         else:
             rate = (
                 f"{self.n_success}/{self.n_counted} = {self.success_rate:.1%}  "
-                f"(95% Wilson CI {self.ci_low:.1%}–{self.ci_high:.1%})"
+                "(95% Wilson CI "
+                f"{interval_text(self.ci_low, self.ci_high, sep='–', suffix='%', brackets=False)})"
             )
         table.add_row("success", rate)
         table.add_row("tasks × attempts", f"{self.n_tasks} tasks, {self.n_trajectories} trajectories")

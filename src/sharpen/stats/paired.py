@@ -15,7 +15,8 @@ Method:
   percentile interval and the p-value that inverts it (:mod:`sharpen.stats.bootstrap`).
 
 Verdict: with p (Holm-adjusted when several runs are compared with one baseline) below α,
-``"B is better by 6.2 points, 95% CI [2.1, 10.3], p = 0.004"`` (or ``worse``, with the
+``"B is better by 6.2 points, 95% CI [2.1, 10.3], p = 0.004"`` (p rounded up, the interval
+outward: :mod:`sharpen.stats.rounding`; or ``worse``, with the
 interval of ``A − B``); otherwise ``"no detectable difference; with these tasks the smallest
 detectable effect is 14 points"`` — the MDE at 80% power and α from the observed spread of
 the per-task differences (:func:`paired_mde`), followed, when the interval excludes 0 all the
@@ -35,6 +36,9 @@ from sharpen.stats.clustered import cluster_codes, clustered_mean
 from sharpen.stats.intervals import Interval
 from sharpen.stats.mcnemar import mcnemar, newcombe_interval
 from sharpen.stats.power import z_sum
+from sharpen.stats.rounding import interval_text
+from sharpen.stats.rounding import p_cell as p_cell  # re-exported: the viewer imports it here
+from sharpen.stats.rounding import p_text as p_value_text
 from sharpen.stats.taskdata import TaskTable
 
 Method = Literal["mcnemar-exact", "mcnemar-chi2", "paired-bootstrap", "none"]
@@ -181,23 +185,13 @@ def _points(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def p_cell(p: float) -> str:
-    """A p-value as tables show it: three decimals, or ``< 0.001`` (never ``0.000``)."""
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def _p(p: float, bound: bool = False) -> str:
-    if p < 0.001:
-        return f"p {p_cell(p)}"
-    return f"p ≤ {p_cell(p)}" if bound else f"p = {p_cell(p)}"
-
-
 def with_verdict(cmp: PairedComparison, p_adjusted: float, family: int) -> PairedComparison:
     """``cmp`` with its adjusted p-value, significance, direction and verdict set, for a
     family of ``family`` comparisons."""
     significant = cmp.difference is not None and p_adjusted < cmp.alpha and cmp.difference != 0
     b = cmp.label_b
-    p_text = _p(p_adjusted, cmp.p_upper_bound) + (" (Holm-adjusted)" if family > 1 else "")
+    p_text = p_value_text(p_adjusted, bound=cmp.p_upper_bound) + (
+        " (Holm-adjusted)" if family > 1 else "")
     level = f"{round(100 * cmp.ci.level)}% CI" if cmp.ci is not None else ""
     if cmp.difference is None or cmp.ci is None:
         verdict = f"no tasks in common between {cmp.label_a} and {b}: nothing to compare"
@@ -206,11 +200,11 @@ def with_verdict(cmp: PairedComparison, p_adjusted: float, family: int) -> Paire
         if cmp.difference > 0:
             direction = "better"
             verdict = (f"{b} is better by {_points(cmp.difference)} points, {level} "
-                       f"[{_points(cmp.ci.low)}, {_points(cmp.ci.high)}], {p_text}")
+                       f"{interval_text(cmp.ci.low, cmp.ci.high)}, {p_text}")
         else:
             direction = "worse"
             verdict = (f"{b} is worse by {_points(-cmp.difference)} points, {level} "
-                       f"[{_points(-cmp.ci.high)}, {_points(-cmp.ci.low)}], {p_text}")
+                       f"{interval_text(-cmp.ci.high, -cmp.ci.low)}, {p_text}")
     else:
         direction = "none"
         mde = 100 * cmp.mde
@@ -221,8 +215,8 @@ def with_verdict(cmp: PairedComparison, p_adjusted: float, family: int) -> Paire
             # Newcombe's interval and the exact McNemar test (or Holm's adjustment, which
             # leaves intervals alone) can disagree at the margin; say so rather than let the
             # table's interval contradict the words.
-            verdict += (f"; the {level} [{_points(cmp.ci.low)}, "
-                        f"{_points(cmp.ci.high)}] of {b} − {cmp.label_a} excludes 0 but the test "
+            verdict += (f"; the {level} {interval_text(cmp.ci.low, cmp.ci.high)} "
+                        f"of {b} − {cmp.label_a} excludes 0 but the test "
                         f"does not ({p_text}, α = {cmp.alpha:g}): at this margin the verdict "
                         "follows the test")
     return cmp.model_copy(update={"p_adjusted": p_adjusted, "significant": significant,
