@@ -94,8 +94,10 @@ def test_tables_keep_ids_and_headers_whole_at_80_columns_and_in_a_pipe(
     assert f"- run: {ids[1]}" in narrow and "  status: finished" in narrow  # records, not a table
     wide = sharpen("runs", "--wide", cwd=cwd, env={"COLUMNS": "40"}).stdout
     assert any(re.search(rf"{ids[0]} .* finished .* 2/2", line) for line in wide.splitlines())
-    shown = sharpen("show", ids[1], cwd=cwd, env={"COLUMNS": "80"}).stdout
-    assert "…" not in shown and ids[1] in shown
+    for args in (["show", ids[1]], ["report", ids[1]], ["compare", *ids]):
+        out = sharpen(*args, cwd=cwd, env={"COLUMNS": "80"}).stdout
+        assert "…" not in out and ids[1] in out, out
+        assert all(len(line) <= 80 for line in out.splitlines()), out
 
 
 def test_fit_never_cuts_a_header() -> None:

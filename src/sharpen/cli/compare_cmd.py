@@ -15,6 +15,7 @@ from rich.table import Table
 
 from sharpen.cli.options import StoreOpt, open_store
 from sharpen.cli.report_cmd import JsonOpt, PlotOpt, pct
+from sharpen.cli.tables import fit
 from sharpen.core.errors import UserError
 from sharpen.stats.bootstrap import DEFAULT_REPS
 from sharpen.stats.compare import ComparisonReport
@@ -36,7 +37,7 @@ def render(rep: ComparisonReport, console: Console) -> None:
                      "n/a" if cost.tokens_per_task is None else f"{cost.tokens_per_task:,.0f}",
                      "unknown" if cost.cost_per_task is None else f"{cost.cost_per_task:.4f}",
                      "n/a" if cost.seconds_per_task is None else f"{cost.seconds_per_task:.1f}")
-    console.print(runs)
+    console.print(fit(runs, console))
     comps = Table(title="Paired comparisons on common tasks (difference = other − A, in points)",
                   title_justify="left")
     cols = ["", "tasks", "A", "other", "difference [95% CI]", "p", *(["p (Holm)"] if rep.holm else []),
@@ -51,7 +52,7 @@ def render(rep: ComparisonReport, console: Console) -> None:
         comps.add_row(f"{c.label_b} vs A", str(c.matched_tasks), pct(c.rate_a), pct(c.rate_b), diff,
                       mark + p_cell(c.p_value), *([mark + p_cell(c.p_adjusted)] if rep.holm else []),
                       c.method + disc)
-    console.print(comps)
+    console.print(fit(comps, console))
     for c in rep.comparisons:
         colour = {"better": "green", "worse": "bold red", "none": "default"}[c.direction]
         console.print(f"[bold]{c.label_b} vs A:[/] [{colour}]{c.verdict}[/]", highlight=False)

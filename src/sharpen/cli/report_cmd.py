@@ -15,6 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from sharpen.cli.options import StoreOpt, open_store
+from sharpen.cli.tables import fit
 from sharpen.core.errors import UserError
 from sharpen.stats.accuracy import Metric
 from sharpen.stats.cost import CostSummary
@@ -114,7 +115,7 @@ def render(report: RunReport, console: Console) -> None:
     table.add_row(*metric_row(acc.success))
     for m in acc.pass_at_k[1:] + acc.pass_hat_k[1:]:
         table.add_row(*metric_row(m))
-    console.print(table)
+    console.print(fit(table, console))
     e = report.errors
     kinds = ", ".join(f"{k}: {v}" for k, v in e.excluded.items()) or "none"
     console.print(f"[bold]excluded (errors)[/] {e.attempts - e.counted} of {e.attempts} attempts "
@@ -156,7 +157,7 @@ def _section(console: Console, title: str, rows: list[tuple[str, str]]) -> None:
     table.add_column()
     for k, v in rows:
         table.add_row(k, v)
-    console.print(table)
+    console.print(fit(table, console))
 
 
 def report(

@@ -52,9 +52,10 @@ def fit(table: Table, console: Console) -> RenderableType:
     if any(not isinstance(v, str | Text) for c in table.columns for v in [c.header, *c.cells]):
         return table  # renderables inside: Rich measures them, nothing to cut
     texts = [[_plain(v, console) for v in [c.header, *c.cells]] for c in table.columns]
-    longest = [max((cell_len(w) for t in col for w in t.split()), default=1) for col in texts]
     natural = [max((cell_len(line) for t in col for line in t.splitlines()), default=1)
                for col in texts]
+    longest = [n if c.no_wrap else max((cell_len(w) for t in col for w in t.split()), default=1)
+               for c, col, n in zip(table.columns, texts, natural, strict=True)]
     room = console.width - (_widths(table, console).maximum - sum(natural))  # less borders, padding
     if sum(natural) <= room:
         return table
