@@ -115,7 +115,7 @@ def test_mistakes_end_in_one_clear_error(store_dir: Path):
         sharpen.run("code", agent="refrence", tasks=1, env_args=GENERATED)
     with pytest.raises(UserError, match="unknown model 'lcoal'"):
         sharpen.run("code", model="lcoal", tasks=1, env_args=GENERATED)
-    with pytest.raises(UserError, match="no tasks for split"):
+    with pytest.raises(UserError, match="number of tasks must be 1 or more, got 0"):
         sharpen.run("code", agent="reference", tasks=0, env_args=GENERATED)
     with pytest.raises(UserError, match="both a task list and a split"):
         sharpen.run("code", agent="reference", tasks=[], split="test", env_args=GENERATED)
