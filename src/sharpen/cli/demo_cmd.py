@@ -63,6 +63,8 @@ def demo(
     plot: CurvePlotOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted demo.")] = False,
     fresh: Annotated[bool, typer.Option("--fresh", help="Start the demo over.")] = False,
+    progress: Annotated[bool, typer.Option(
+        help="Show the progress bar of each evaluation (the engine's event lines stay).")] = True,
     json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
@@ -80,7 +82,7 @@ def demo(
                   f"chosen on {train} train / {val} val tasks within {budget_rollouts} "
                   f"rollouts, then both are scored on {test} held-out test tasks with the same seeds.")
     result = run_experiment(config, store_url=store, folder=None, resume=resume, fresh=fresh,
-                            concurrency=1, console=console, progress=not json_out)
+                            concurrency=1, console=console, progress=progress and not json_out)
     if not json_out:
         render(result, console)
     console.print(view_hint(result.experiment_id, store, None), highlight=False, markup=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shlex
 from pathlib import Path
@@ -32,6 +31,7 @@ from sharpen.improvement.budget import Budget, preflight
 from sharpen.improvement.engine import EngineConfig
 from sharpen.improvement.experiment import ExperimentConfig, ExperimentResult
 from sharpen.improvement.report import plot_curves, render, verdict_line
+from sharpen.runner.signals import Terminated, run_sync
 
 
 def view_hint(experiment_id: str, store_url: str | None, folder: Path | None) -> str:
@@ -56,13 +56,13 @@ def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: P
     console.print(preflight(config.engine.budget, val_size=config.val, minibatch=config.engine.minibatch),
                   highlight=False)
     try:
-        result = asyncio.run(launch.run_experiment(
+        result = run_sync(launch.run_experiment(  # SIGTERM stops it as Ctrl-C does
             config, st, folder, concurrency=concurrency, progress=progress,
             on_event=lambda m: console.print(f"  {m}", highlight=False, markup=False)))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         console.print("[yellow]Interrupted.[/] Progress is checkpointed in "
                       f"{folder}; rerun the same command with --resume to continue.")
-        raise typer.Exit(130) from None
+        raise typer.Exit(exc.exit_code if isinstance(exc, Terminated) else 130) from None
     return result
 
 
@@ -105,6 +105,8 @@ def improve(
     fresh: Annotated[bool, typer.Option("--fresh", help="Delete its checkpoint and start over.")] = False,
     plot: CurvePlotOpt = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 1,
+    progress: Annotated[bool, typer.Option(
+        help="Show the progress bar of each evaluation (the engine's event lines stay).")] = True,
     json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
@@ -122,7 +124,8 @@ def improve(
                             minibatch=minibatch, seed=seed),
     )
     result = run_experiment(config, store_url=store, folder=folder, resume=resume, fresh=fresh,
-                            concurrency=concurrency, console=console, progress=not json_out)
+                            concurrency=concurrency, console=console,
+                            progress=progress and not json_out)
     if not json_out:
         render(result, console)
     console.print(view_hint(result.experiment_id, store, folder), highlight=False, markup=False)

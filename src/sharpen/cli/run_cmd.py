@@ -23,6 +23,7 @@ from sharpen.cli.options import (
     run_json,
 )
 from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.envs.base import ENV
 from sharpen.runner import RetryPolicy, RunConfig, Runner
@@ -78,6 +79,11 @@ def run(
         "--resume", help="Continue the newest run with the same config; skip finished work.")
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Print a line per finished episode (mark, task, reward, steps, "
+                                "tokens, seconds).")] = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="No header and no progress bar: only the summary.")] = False,
     target_effect: Annotated[float | None, typer.Option(
         "--target-effect", min=0.001, max=1.0,
         help="Before running, print the tasks × epochs needed to detect this difference (a rate, "
@@ -87,6 +93,8 @@ def run(
 ) -> None:
     """Run an agent on an environment's tasks and print a summary."""
     console = Console(stderr=json_out)  # with --json, stdout holds the JSON alone
+    if verbose and quiet:
+        raise UserError("--verbose and --quiet contradict each other", "pass one of them")
     spec = AgentSpec.load(agent) if agent else AgentSpec()
     if agent_name is not None:
         spec = with_agent(spec, PluginRef(name=agent_name), named=agent is None,
@@ -100,16 +108,20 @@ def run(
                        concurrency=concurrency, seed=seed,
                        retry=RetryPolicy(max_retries=retries, base_delay=retry_delay))
     st = open_store(store)
-    console.print(
-        f"[bold]sharpen run[/] {env} · model {ref.name}{' ' + str(ref.args) if ref.args else ''}"
-        f" · {len(task_list)} tasks × {epochs} epochs · concurrency {concurrency}"
-        f" · store {st.url}"
-    )
+    if not quiet:
+        console.print(
+            f"[bold]sharpen run[/] {env} · model {ref.name}"
+            f"{' ' + str(ref.args) if ref.args else ''}"
+            f" · {len(task_list)} tasks × {epochs} epochs · concurrency {concurrency}"
+            f" · store {st.url}"
+        )
     if target_effect is not None:
         _print_power_plan(console, st, environment, env_ref, target_effect, len(task_list), epochs,
                           split, seed)
     try:
-        summary = run_sync(Runner(st, progress=progress and not json_out).run(config, resume=resume))
+        runner = Runner(st, progress=progress and not (json_out or quiet),
+                        verbose=verbose and not json_out)
+        summary = run_sync(runner.run(config, resume=resume))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         console.print("[yellow]Interrupted.[/] Finished episodes are saved; rerun the same "
                       "command with --resume to do the rest.")

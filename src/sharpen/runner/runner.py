@@ -97,6 +97,7 @@ class Runner:
         *,
         progress: bool = True,
         transient: bool = False,
+        verbose: bool = False,
         model_factory: Callable[[RunConfig], ChatModel] | None = None,
         registry: Registry = REGISTRY,
         prices: PriceTable | None = None,
@@ -104,6 +105,7 @@ class Runner:
         self.store = store
         self.progress = progress
         self.transient = transient  # the bar leaves the screen when a run ends
+        self.verbose = verbose  # a line per finished episode, bar or not
         self.registry = registry
         """Where environments, agents and models are built from."""
         # Tests and benchmarks may inject a model (priced by them); normally it is built from
@@ -152,7 +154,9 @@ class Runner:
         status: RunStatus = "interrupted"
         try:
             with RunProgress(total=len(config.tasks) * config.epochs, done=len(done),
-                             enabled=self.progress, label=label, transient=self.transient) as bar:
+                             enabled=self.progress, label=label, transient=self.transient,
+                             max_steps=config.agent.limits.max_steps,
+                             verbose=self.verbose) as bar:
                 sem = asyncio.Semaphore(max(1, config.concurrency))
                 breaker = _InfraBreaker(
                     limit=max(1, min(len(todo), max(INFRA_STREAK_LIMIT, config.concurrency)))
@@ -160,11 +164,12 @@ class Runner:
 
                 async def one(task: TaskSpec, epoch: int) -> None:
                     async with sem:
-                        traj = await self._episode(config, agent_hash, model, run_id, task, epoch)
+                        traj = await self._episode(config, agent_hash, model, run_id, task, epoch,
+                                                   bar)
                     # Shielded: a finished episode is saved even if Ctrl-C cancels us now.
                     await asyncio.shield(asyncio.wrap_future(writes.submit(traj)))
                     tally.add(traj)
-                    bar.advance(traj.outcome)
+                    bar.advance(traj)
                     breaker.record(traj)
 
                 with closing.scope():
@@ -189,7 +194,7 @@ class Runner:
 
     async def _episode(
         self, config: RunConfig, agent_hash: str, model: ChatModel, run_id: str,
-        task: TaskSpec, epoch: int,
+        task: TaskSpec, epoch: int, bar: RunProgress,
     ) -> Trajectory:
         seed = config.attempt_seed(task, epoch)
         traj = Trajectory(run_id=run_id, task=task, agent_hash=agent_hash, epoch=epoch, seed=seed)
@@ -201,8 +206,9 @@ class Runner:
         agent = self.registry.create(AGENT, config.agent.agent)
         env = self.registry.create(ENV, config.env)
         try:
-            await agent.run(env, retrying, config.agent, traj)
-            traj.outcome = await env.outcome()
+            with bar.episode(traj):  # steps, tokens and activity on the bar (when shown)
+                await agent.run(env, bar.metered(retrying), config.agent, traj)
+                traj.outcome = await env.outcome()
         except InfraError as exc:
             traj.outcome = Outcome(success=False, error_kind="infra", error=str(exc)[:2000])
         except (UserError, asyncio.CancelledError):

@@ -33,6 +33,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self
 
+from sharpen.core.activity import doing
 from sharpen.sandbox.base import ExecResult
 from sharpen.sandbox.bwrap import NOBODY, find_bwrap, wrap
 from sharpen.sandbox.child import (
@@ -262,6 +263,10 @@ class LocalSandbox:
         workdir runs in a child forked from it; every other command (and every command, should
         the server be gone before it starts) in a fresh sandbox.
         """
+        with doing("sandbox"):  # the run's progress bar counts episodes waiting on one
+            return await self._exec(argv, stdin=stdin, timeout=timeout)
+
+    async def _exec(self, argv: list[str], *, stdin: bytes | None, timeout: float) -> ExecResult:
         if self._closed:
             raise RuntimeError("sandbox is closed")
         limits = self._limits(timeout)

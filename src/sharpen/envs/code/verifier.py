@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from sharpen.core.activity import doing
 from sharpen.envs.code.bundle import harness_bundle
 from sharpen.envs.code.checking import check_on_host
 from sharpen.envs.code.problem import CodeProblem
@@ -158,6 +159,12 @@ async def run_tests(
     With a fork server (the default sandbox under privileged bubblewrap) the checker runs in
     this process and only the candidate's worker in the sandbox
     (:mod:`sharpen.envs.code.checking`); otherwise the whole harness runs in the sandbox."""
+    with doing("sandbox"):  # the run's progress bar counts episodes waiting on one
+        return await _run_tests(program, problem, timeout, sandbox_factory)
+
+
+async def _run_tests(program: str, problem: CodeProblem, timeout: float,
+                     sandbox_factory: Callable[[], Sandbox]) -> TestReport:
     sandbox = sandbox_factory()
     if isinstance(sandbox, LocalSandbox) and sandbox.forks_preloads:
         try:
