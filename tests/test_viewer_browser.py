@@ -38,6 +38,7 @@ from sharpen.core.manifest import RunManifest  # noqa: E402
 from sharpen.core.registry import PluginRef  # noqa: E402
 from sharpen.improvement.experiment import Experiment  # noqa: E402
 from sharpen.improvement.folder import experiment_folder  # noqa: E402
+from sharpen.stats.rounding import interval_text, p_cell  # noqa: E402
 from sharpen.store.store import Store  # noqa: E402
 from sharpen.viewer import create_app  # noqa: E402
 from sharpen.viewer.demo import fill_fixture_store, fixture_spec, fixture_tasks, make_trajectory  # noqa: E402
@@ -299,8 +300,9 @@ def test_compare_page_verdict_equals_sharpen_compare_json(served, page) -> None:
     assert float(box.get_attribute("data-difference")) == expected["difference"]
     assert box.locator("p.verdict").inner_text() == f"B vs A: {expected['verdict']}"
     diff, ci = expected["difference"], expected["ci"]
-    assert box.locator("td.difference").inner_text() == (
-        f"{100 * diff:+.1f} [{100 * ci['low']:+.1f}, {100 * ci['high']:+.1f}] pts")
+    assert box.locator("td.difference").inner_text() == (  # interval ends rounded outward
+        f"{100 * diff:+.1f} {interval_text(ci['low'], ci['high'], signed=True)} pts")
+    assert box.locator("td.p").inner_text() == p_cell(expected["p_value"])  # rounded up
     assert page.locator("#spend tr.spend-row").count() == 4
     # changed-only filter, from the page's own form
     all_rows = page.locator("tr.delta-row").count()

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from sharpen.core.errors import UserError
 from sharpen.improvement.folder import experiments_base
 from sharpen.stats.intervals import wilson_interval
-from sharpen.stats.paired import p_cell
+from sharpen.stats.rounding import interval_text, p_cell
 from sharpen.store.records import Verdict
 from sharpen.store.store import Store
 from sharpen.viewer.security import CSRF_FIELD, csrf_guard, security_middleware
@@ -69,7 +69,7 @@ def _wilson(successes: int, n: int) -> str:
     if not n:
         return "—"
     lo, hi = wilson_interval(successes, n)
-    return f"{lo:.1%}–{hi:.1%}"
+    return interval_text(lo, hi, sep="–", suffix="%", brackets=False)  # rounded outward
 
 
 def _with_page(query: dict[str, str], page: int) -> str:
@@ -88,7 +88,7 @@ def make_templates() -> Jinja2Templates:
     env.filters.update(pct=_pct, cost=_cost, secs=_secs, when=_when, mark=_mark,
                        mark_class=_mark_class)
     env.globals.update(wilson=_wilson, with_page=_with_page, csrf_field=CSRF_FIELD, htmx_version=HTMX_VERSION,
-                       p_cell=p_cell)
+                       p_cell=p_cell, interval_text=interval_text)
     return Jinja2Templates(env=env)
 
 
