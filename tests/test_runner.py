@@ -11,6 +11,8 @@ from rich.console import Console
 
 from sharpen.core import AgentSpec, PluginRef
 from sharpen.core.outcome import Outcome
+from sharpen.core.task import TaskSpec
+from sharpen.core.trajectory import Trajectory
 from sharpen.envs.code import CodeEnv
 from sharpen.models.pricing import PriceTable, parse_table
 from sharpen.runner import RunConfig, Runner, RunSummary
@@ -77,10 +79,15 @@ async def test_a_run_prices_its_tokens_by_the_table_it_was_given(tmp_path: Path)
     assert store.get_run(summary.run_id).cost_usd == pytest.approx(summary.cost_usd)
 
 
+def _finished(outcome: Outcome | None) -> Trajectory:
+    return Trajectory(run_id="r", task=TaskSpec(env="code", id="t", seed=0), agent_hash="a",
+                      epoch=0, seed=0, outcome=outcome)
+
+
 def test_the_progress_bar_names_its_work_and_counts_successes():
     bar = RunProgress(total=3, label="gate: child {x} [b] on train")  # braces/brackets stay text
-    bar.advance(Outcome(success=True, reward=1.0))
-    bar.advance(None)
+    bar.advance(_finished(Outcome(success=True, reward=1.0)))
+    bar.advance(_finished(None))
     console = Console(width=150)
     with console.capture() as cap:
         console.print(bar._progress.make_tasks_table(bar._progress.tasks))
