@@ -328,6 +328,7 @@ def test_running_run_page_updates_without_reload(tmp_path: Path, browser, page) 
         page.goto(f"{base}/runs/{run_id}")
         page.evaluate("window.__loaded = performance.timeOrigin")  # gone if the page reloads
         assert "0 of 2 attempts stored" in page.locator("p.run-progress").inner_text()
+        assert page.locator("h1 #run-status").inner_text() == "running"
         assert page.locator("a.traj").count() == 0
         store.save_trajectory(make_trajectory(run_id, tasks[0], spec, 0, True, random.Random(1)))
         page.wait_for_selector("a.traj", timeout=10_000)
@@ -335,6 +336,7 @@ def test_running_run_page_updates_without_reload(tmp_path: Path, browser, page) 
         store.save_trajectory(make_trajectory(run_id, tasks[1], spec, 0, False, random.Random(2)))
         store.set_run_status(run_id, "finished", {"wall_seconds": 1.0})
         page.wait_for_selector('#tasks[data-status="finished"]', timeout=10_000)
+        assert page.locator("h1 #run-status").inner_text() == "finished"  # the header too
         assert page.locator("a.traj").count() == 2
         assert page.evaluate("window.__loaded") is not None  # the same document throughout
         polls: list[str] = []

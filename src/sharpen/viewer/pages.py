@@ -121,8 +121,8 @@ def run_page(request: Request, run_ref: str, failed: str = "", error_kind: str =
     ctx: dict[str, Any] = {"run_id": run_id, "result": result, "filters": filters, "rec": rec,
                            "status": rec.status, "query": query,
                            "poll_ms": int(1000 * request.app.state.poll_seconds)}
-    if _is_htmx(request) and not wants_json(request):
-        return render(request, "_run_tasks.html", ctx)
+    if _is_htmx(request) and not wants_json(request):  # the header's status swapped out of band
+        return render(request, "_run_tasks.html", {**ctx, "oob": True})
     diff = browse.success_by_difficulty(store, run_id)
     order = {"easy": 0, "medium": 1, "hard": 2}
     diff.sort(key=lambda d: (order.get(d[0], 9), d[0]))
