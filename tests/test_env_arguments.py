@@ -99,3 +99,12 @@ def test_envs_lists_one_line_per_env_at_80_columns() -> None:
     listed = cli_json("envs")
     assert [e["name"] for e in listed] == ENV_NAMES
     assert all({"arguments", "knobs", "task_counts", "tools"} <= set(e) for e in listed)
+
+
+def test_envs_name_prints_types_and_hints_as_written() -> None:
+    # Rich markup would eat "[str, Any]" (and "[gym]" of an install hint); every cell is text.
+    res = CliRunner().invoke(app, ["envs", "code"], env={"COLUMNS": "120"}, terminal_width=120)
+    assert res.exit_code == 0, res.output
+    assert "dict[str, Any] | None" in res.stdout
+    for name in ("source", "max_submissions", "n_ops", "1..6", "easy, medium, hard", "submit"):
+        assert name in res.stdout, name

@@ -61,7 +61,8 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 def _print_schema(console: Console, s: EnvSchema) -> None:
-    """The schema as sections of plain text (Rich markup off: ``[gym]`` stays as written)."""
+    """The schema as sections of plain text (every cell a ``Text``, so Rich reads no markup:
+    ``dict[str, Any]`` and ``'sharpen[gym]'`` stay as written)."""
     console.print(Text(s.name, style="bold"))
     console.print(Text(s.description))
     if s.task_counts:
@@ -73,7 +74,8 @@ def _print_schema(console: Console, s: EnvSchema) -> None:
     for col in ("name", "type", "default", "help"):
         args.add_column(col, overflow="fold", ratio=1 if col == "help" else None)
     for a in s.arguments:
-        args.add_row(a.name, a.type, "(required)" if a.required else _show(a.default), a.help)
+        args.add_row(Text(a.name), Text(a.type),
+                     Text("(required)") if a.required else _show(a.default), Text(a.help))
     console.print(args)
     if not s.knobs:
         return
@@ -83,7 +85,7 @@ def _print_schema(console: Console, s: EnvSchema) -> None:
     for col in ("name", "type", "default", "range", "help"):
         knobs.add_column(col, overflow="fold", ratio=1 if col == "help" else None)
     for k in s.knobs:
-        knobs.add_row(k.name, k.type, _show(k.default), _range(k), k.help)
+        knobs.add_row(Text(k.name), Text(k.type), _show(k.default), Text(_range(k)), Text(k.help))
     console.print(knobs)
 
 
