@@ -54,7 +54,12 @@ def test_an_out_of_range_number_is_refused_before_anything_runs(argv: tuple[str,
     assert "no tasks for split" not in res.output
 
 
-def test_the_api_refuses_a_task_count_below_one(tmp_path: Path) -> None:
+def test_the_api_refuses_counts_below_one(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/x.db"
     for bad in (-3, 0):
         with pytest.raises(UserError, match=f"number of tasks must be 1 or more, got {bad}"):
-            sharpen_api.run("code", agent="null", tasks=bad, store=f"sqlite:///{tmp_path}/x.db")
+            sharpen_api.run("code", agent="null", tasks=bad, store=store)
+    with pytest.raises(UserError, match="epochs must be at least 1, not 0"):
+        sharpen_api.run("code", agent="null", tasks=1, epochs=0, store=store)
+    with pytest.raises(UserError, match="concurrency must be at least 1, not 0"):
+        sharpen_api.run("code", agent="null", tasks=1, concurrency=0, store=store)

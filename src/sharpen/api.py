@@ -244,6 +244,9 @@ async def arun(
     every finished episode saved; ``resume=True`` does the rest."""
     if epochs < 1:
         raise UserError(f"epochs must be at least 1, not {epochs}", "set epochs=1 or more")
+    if concurrency < 1:
+        raise UserError(f"concurrency must be at least 1, not {concurrency}",
+                        "set concurrency=1 or more")
     env_ref = _env_ref(env, env_args)
     task_list = await _tasks(env_ref, tasks, split, seed, registry)
     spec = _spec(agent, model, registry)
