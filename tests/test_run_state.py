@@ -100,6 +100,30 @@ def test_a_killed_run_is_interrupted_and_resumes_to_completion(
     assert "incomplete" not in show.stdout and "(not run)" not in show.stdout
 
 
+def test_resume_refuses_a_run_whose_process_is_still_running(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    long_run = [*RUN[:-4], "2000", *RUN[-3:]]  # still running when the resume is tried
+    assert long_run[RUN.index("--tasks")] == "--tasks"
+    proc = subprocess.Popen([*SHARPEN, *long_run, "--store", url], cwd=tmp_path, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while _stored(db) < 1:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        second = sharpen(*long_run, "--resume", "--store", url, cwd=tmp_path, timeout=120)
+        alive = proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+    assert alive, "the first run ended before the resume was tried; the test proves nothing"
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert f"is in flight in process {proc.pid}" in second.stdout + second.stderr
+    assert _statuses(tmp_path, url) == {_raw(db, "select id from runs")[0][0]: "interrupted"}
+
+
 # -- the owner and the reader, in process ---------------------------------------------------
 
 

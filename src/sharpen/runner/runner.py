@@ -129,6 +129,7 @@ class Runner:
             )
             self.store.create_run(manifest, config.agent, config.tasks)
         else:
+            _refuse_if_in_flight(self.store, run_id)
             # Infra errors are not verdicts: a resume attempts those episodes again.
             self.store.discard_trajectories(run_id, RETRY_ON_RESUME)
             done = self.store.finished_keys(run_id)
@@ -221,6 +222,23 @@ class Runner:
         if traj.ended_at is None:
             traj.ended_at = datetime.now(UTC)
         return traj
+
+
+def _refuse_if_in_flight(store: Store, run_id: str) -> None:
+    """A UserError when another live process on this host runs ``run_id``: two processes
+    would run the same missing episodes (the store keeps one of each, but the work is done
+    twice and each marks the run finished when it ends)."""
+    rec = store.get_run(run_id)  # settles a run whose owner is gone
+    owner = rec.owner
+    if rec.status != "running" or owner is None or owner == RunOwner.current() or owner.gone():
+        return
+    if owner.host != RunOwner.current().host:
+        return  # another machine's process cannot be checked from here
+    raise UserError(
+        f"run {run_id} is in flight in process {owner.pid}; --resume would run its missing "
+        "episodes a second time",
+        f"wait for it to end, or stop it (kill {owner.pid}) and rerun with --resume",
+    )
 
 
 INFRA_STREAK_LIMIT = 3
