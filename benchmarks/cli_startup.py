@@ -52,10 +52,12 @@ def main() -> None:
     }
     for cmd in commands.values():
         timed(cmd)  # warm-up: page cache, .pyc files
+    load_before = os.getloadavg()[0]
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(repeats):
         for name, cmd in commands.items():
             times[name].append(timed(cmd))
+    load_after = os.getloadavg()[0]
     med = {name: statistics.median(ts) for name, ts in times.items()}
     ours, theirs = med["sharpen --help"], med["inspect --help"]
     rows = [f"| `{name}` | {med[name]:.3f} | {min(ts):.3f} | {max(ts):.3f} |"
@@ -82,7 +84,9 @@ def main() -> None:
         "## Machine",
         "",
         f"- date: {now}",
-        f"- cpu: {cpu_name()} ({cores()} cores usable)",
+        f"- cpu: {cpu_name()} ({cores()} cores usable); load average (1 min) {load_before:.1f} "
+        f"before the timed calls, {load_after:.1f} after — other work on the machine slows "
+        "both commands alike, the ratio less than the seconds",
         f"- python: {sys.version.split()[0]}",
         f"- sharpen {version('sharpen')}, inspect-ai {version('inspect-ai')}, "
         f"typer {version('typer')}, rich {version('rich')}",
