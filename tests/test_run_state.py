@@ -183,3 +183,19 @@ def test_latest_falls_back_to_a_run_in_flight_when_there_is_no_other(tmp_path: P
         _run(store, "only", 1_000)
         store.set_run_status("only", "running", owner=RunOwner.current())
         assert store.resolve_run("latest") == "only"
+
+
+def test_show_latest_names_the_newer_run_in_flight_it_skipped(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with Store(url) as store:
+        _run(store, "done-run", 1_000)
+        store.set_run_status("done-run", "finished")
+        _run(store, "live-run", 2_000)
+        store.set_run_status("live-run", "running", owner=RunOwner.current())  # this process
+    res = sharpen("show", "latest", "--store", url, cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "run done-run · finished" in res.stdout
+    assert "incomplete: 0 of 1 episodes stored" in res.stdout
+    assert "a newer run, live-run, is in flight (0 of 1 episodes stored)" in res.stdout
+    live = sharpen("show", "live-run", "--store", url, cwd=tmp_path, timeout=120)
+    assert "in flight: 0 of 1 episodes stored so far" in live.stdout

@@ -19,6 +19,7 @@ from sharpen.core.trajectory import Trajectory
 from sharpen.envs.generation import parse_split
 from sharpen.runner.summary import RunSummary
 from sharpen.store import RunRecord
+from sharpen.store.store import LATEST
 from sharpen.train.export import FeedbackCondition, Where
 from sharpen.train.export import export as export_lines
 
@@ -101,6 +102,12 @@ def show(
     note = _incomplete(rec)
     if note:
         console.print(note, highlight=False)
+    if run.strip().lower() in LATEST:  # `latest` skipped newer runs in flight: say so
+        for r in st.list_runs(limit=3, status="running"):
+            if r.created_at > rec.created_at:
+                console.print(f"note: a newer run, {r.id}, is in flight ({r.n_trajectories} of "
+                              f"{r.n_expected} episodes stored): `sharpen show {r.id}`",
+                              highlight=False, markup=False)
     table = Table(title="Tasks (✓ pass, ✗ fail, E excluded error; one mark per epoch)",
                   title_justify="left")
     for col in ("task", "epochs", "reward", "invalid", "tokens", "note"):
