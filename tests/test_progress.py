@@ -39,7 +39,7 @@ def test_the_bar_counts_steps_tokens_and_activity_of_episodes_in_flight() -> Non
         try:
             with doing("sandbox"):
                 assert bar.active["sandbox"] == 1 and bar.active["environment"] == 1
-                assert bar.work_text() == "1 steps · 2000 tok · [cyan]environment 1 sandbox 1[/]"
+                assert bar.work_text() == "1 steps · 2000 tok · [cyan]env 1 sandbox 1[/]"
             assert bar.active["sandbox"] == 0 and bar.active["environment"] == 2
         finally:
             REPORTER.reset(token)

@@ -26,12 +26,13 @@ bar.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import TracebackType
 from typing import Any
 
 from rich import get_console
+from rich.console import RenderableType
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -41,7 +42,6 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.progress import Task as BarTask
 from rich.text import Text
 
 from sharpen.core.activity import ACTIVITIES, REPORTER, Activity
@@ -50,6 +50,9 @@ from sharpen.core.trajectory import Trajectory
 from sharpen.models.base import ChatModel, Completion
 
 _NULL: AbstractContextManager[None] = nullcontext()
+
+_SHORT: dict[Activity, str] = {"model": "model", "environment": "env", "sandbox": "sandbox"}
+"""Activities as the bar names them (short, to fit 80 columns)."""
 
 
 class _Episode:
@@ -94,15 +97,19 @@ class _MeteredModel:
         await self.inner.aclose()
 
 
-class _Column(ProgressColumn):
-    """A column drawn by a method of the bar (Rich calls it on each refresh)."""
+class _TwoLines(Progress):
+    """The bar on one line and the work under it (both fit 80 columns): Rich redraws both on
+    each refresh, calling ``status`` for the second line."""
 
-    def __init__(self, text: Any) -> None:
-        super().__init__()
-        self._text = text
+    def __init__(self, *columns: ProgressColumn, status: Callable[[], str], **kw: Any) -> None:
+        self._status = status  # before Progress.__init__, which renders once
+        super().__init__(*columns, **kw)
 
-    def render(self, task: BarTask) -> Text:
-        return Text.from_markup(self._text())
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        line = Text.from_markup(self._status(), overflow="ellipsis")
+        line.no_wrap = True
+        yield line
 
 
 class RunProgress:
@@ -129,14 +136,13 @@ class RunProgress:
         self.active: dict[Activity, int] = dict.fromkeys(ACTIVITIES, 0)
         self._flight: dict[str, _Episode] = {}
         self._started = time.monotonic()
-        self._progress = Progress(
+        self._progress = _TwoLines(
             TextColumn("[bold]{task.description}"),
             BarColumn(bar_width=24),
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"),
-            _Column(self.work_text),
             TimeElapsedColumn(),
-            _Column(self.eta_text),
+            status=self.status_text,
             # Off the terminal a transient bar shows nothing but would leave a blank line.
             disable=not enabled or (transient and not get_console().is_terminal),
             transient=transient,
@@ -212,11 +218,17 @@ class RunProgress:
         return (sum(len(t.steps) for t in trajectories),
                 sum(t.usage.total_tokens for t in trajectories))
 
+    def status_text(self) -> str:
+        """The line under the bar: :meth:`work_text`, then :meth:`eta_text`."""
+        eta = self.eta_text()
+        return f"  {self.work_text()}" + (f" · {eta}" if eta else "")
+
     def work_text(self) -> str:
-        """``12 steps · 3.4k tok · model 2 sandbox 1``: work so far and what is in flight."""
+        """``12 steps · 3.4k tok · model 2 env 1 sandbox 1``: work so far and what is in
+        flight (``env``: the environment)."""
         steps, tokens = self._flight_work()
         parts = [f"{self.finished_steps + steps} steps", f"{_si(self.finished_tokens + tokens)} tok"]
-        busy = " ".join(f"{a} {n}" for a, n in self.active.items() if n > 0)
+        busy = " ".join(f"{_SHORT[a]} {n}" for a, n in self.active.items() if n > 0)
         if busy:
             parts.append(f"[cyan]{busy}[/]")
         return " · ".join(parts)
