@@ -7,6 +7,7 @@ import json
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -44,9 +45,6 @@ def _stored(db: Path) -> int:
 def _statuses(tmp_path: Path, url: str) -> dict[str, str]:
     """Run id → status, as `sharpen runs --json` reports it."""
     res = sharpen("runs", "--json", "--store", url, cwd=tmp_path, timeout=120)
-    if "No such option: --json" in res.stderr:  # until `runs --json` lands: what it reads
-        with Store(url) as store:
-            return {r.id: r.status for r in store.list_runs()}
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     rows = data["runs"] if isinstance(data, dict) else data
@@ -122,6 +120,33 @@ def test_resume_refuses_a_run_whose_process_is_still_running(tmp_path: Path) -> 
     assert second.returncode == 2, second.stdout + second.stderr
     assert f"is in flight in process {proc.pid}" in second.stdout + second.stderr
     assert _statuses(tmp_path, url) == {_raw(db, "select id from runs")[0][0]: "interrupted"}
+
+
+def test_sigterm_under_the_python_api_stores_the_run_interrupted(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    code = ("import sharpen, sys\n"
+            "try:\n"
+            f"    sharpen.run('code', agent='reference', tasks={TASKS}, concurrency=1,\n"
+            f"                env_args={{'source': 'generated'}}, store={url!r})\n"
+            "except sharpen.runner.signals.Terminated:\n"
+            "    sys.exit(43)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _stored(db) < 3:
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 43, err
+    assert _raw(db, "select status from runs") == [("interrupted",)]
 
 
 # -- the owner and the reader, in process ---------------------------------------------------
