@@ -183,8 +183,8 @@ def time_at(seconds: float):  # type: ignore[no-untyped-def]
     return datetime.fromtimestamp(seconds, UTC)
 
 
-def test_readers_settle_orphans_and_latest_skips_runs_in_flight(tmp_path: Path) -> None:
-    with Store(f"sqlite:///{tmp_path / 's.db'}") as store:
+def test_readers_settle_orphans_and_latest_skips_runs_in_flight(url: str) -> None:
+    with Store(url) as store:  # SQLite and PostgreSQL
         me = RunOwner.current()
         _run(store, "old-done", 1_000)
         store.set_run_status("old-done", "finished")
