@@ -101,7 +101,7 @@ def test_a_run_at_concurrency_above_its_tasks_shows_steps_and_an_eta_before_any_
 
         tasks = REGISTRY.create(ENV, env).list_tasks(limit=2, seed=0)
         config = RunConfig(env=env, agent=spec, tasks=tasks, epochs=1, concurrency=4, seed=0)
-        runner = Runner(store, progress=True, model_factory=lambda _: model)  # type: ignore[arg-type,return-value]
+        runner = Runner(store, progress=True, model_factory=lambda _: model)
         summary = asyncio.run(runner.run(config))
     assert summary.n_trajectories == 2
     work, eta = model.seen[0]  # the first later turn: no episode has finished yet

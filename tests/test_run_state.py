@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,7 @@ def test_a_killed_run_is_interrupted_and_resumes_to_completion(
     assert _stored(db) == TASKS
     assert _raw(db, "select count(distinct key) from trajectories") == [(TASKS,)]
     assert _statuses(tmp_path, url) == {run_id: "finished"}
-    show = sharpen("show", run_id, "--store", url, cwd=tmp_path, timeout=120)
+    show = sharpen("show", str(run_id), "--store", url, cwd=tmp_path, timeout=120)
     assert "incomplete" not in show.stdout and "(not run)" not in show.stdout
 
 
@@ -177,9 +178,7 @@ def _run(store: Store, run_id: str, created: float) -> None:
     store.create_run(manifest, spec, [task])
 
 
-def time_at(seconds: float):  # type: ignore[no-untyped-def]
-    from datetime import UTC, datetime
-
+def time_at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
