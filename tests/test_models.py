@@ -99,6 +99,10 @@ def test_hosted_models_are_priced_from_the_vendored_litellm_map(tmp_path: Path) 
     assert cost("anthropic/gpt-4o", usage) is None
     assert cost("no-such-model-anywhere", usage) is None
     table = pricing.PriceTable.load()
+    # LiteLLM's map is read only when a lookup reaches it: the embedded model's does not.
+    assert table.lookup("local/smollm2-135m") is not None
+    assert "litellm 1." not in table.layers[-1].source
+    assert table.lookup("gpt-4o") is not None
     assert "litellm 1." in table.layers[-1].source
     # A user's table wins over LiteLLM's price.
     (tmp_path / ".sharpen").mkdir()

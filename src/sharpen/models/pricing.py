@@ -37,7 +37,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -93,22 +93,42 @@ class PriceLayer:
         return None
 
 
+class DeferredLayer:
+    """A layer read on the first lookup that reaches it. LiteLLM's map (3,000 models) takes
+    ~15 ms to parse, which a run of the embedded model, priced by the default layer, should
+    not pay at every start."""
+
+    def __init__(self, load: Callable[[], PriceLayer], source: str) -> None:
+        self._load = load
+        self._layer: PriceLayer | None = None
+        self.source = source
+
+    def lookup(self, name: str) -> Price | None:
+        """The price for ``name`` in the layer, reading it first if need be."""
+        if self._layer is None:
+            self._layer = self._load()
+            self.source = self._layer.source
+        return self._layer.lookup(name)
+
+
 class PriceTable:
     """Layers of prices, highest priority first. Immutable once built: load it once (a run
     or an experiment does) and pass it to whoever prices."""
 
-    def __init__(self, layers: list[PriceLayer]) -> None:
+    def __init__(self, layers: list[PriceLayer | DeferredLayer]) -> None:
         self.layers = layers
 
     @classmethod
     def load(cls, cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> PriceTable:
         """The layered table in force: ``$SHARPEN_PRICES`` (from ``environ``, default
         ``os.environ``), then ``.sharpen/prices.yaml`` under ``cwd`` (default: the working
-        directory), then the shipped default, then LiteLLM's map. Each file is read now, once; a missing
+        directory), then the shipped default, then LiteLLM's map. Each file is read once (LiteLLM's
+        when a lookup first reaches it); a missing
         ``$SHARPEN_PRICES`` file or a malformed table is a :class:`UserError`."""
         layers = [parse_table(path.read_text(encoding="utf-8"), str(path))
                   for path in _user_paths(cwd, os.environ if environ is None else environ)]
-        return cls([*layers, _default_layer(), _litellm_layer()])
+        return cls([*layers, _default_layer(),
+                    DeferredLayer(_litellm_layer, "sharpen/data/prices_litellm.json")])
 
     def lookup(self, model_name: str) -> Price | None:
         """The first matching price over all layers, or ``None`` if no entry matches."""
