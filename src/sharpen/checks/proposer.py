@@ -41,6 +41,7 @@ from sharpen.improvement.proposal import (
     ProposerLLM,
 )
 from sharpen.models.base import MODEL, BaseChatModel, ChatModel, Completion
+from sharpen.models.structured import ResponseSchema
 
 PROPOSER_PARAMS = {"temperature": 0.7, "max_tokens": 512}
 """Sampling parameters of the proposer's LLM in the tiny context."""
@@ -56,7 +57,8 @@ class NoProposerModel(BaseChatModel):
     name = "none"
 
     async def complete(self, messages: list[Message], tools: list[ToolSpec] | None = None,
-                       params: dict[str, Any] | None = None) -> Completion:
+                       params: dict[str, Any] | None = None, *,
+                       response_schema: ResponseSchema | None = None) -> Completion:
         raise ModelNeeded("this proposer asks an LLM, and no model was given",
                           "pass model= (CLI: --model NAME, e.g. --model openai --base-url URL)")
 

@@ -7,18 +7,16 @@ small runs, so it shares one instance per model ref across them and closes them 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from sharpen.agents.base import needs_model
-from sharpen.core.messages import Message, ToolSpec
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
-from sharpen.models.base import MODEL, ChatModel, Completion
+from sharpen.models.base import MODEL, ChatModel, ModelWrapper
 from sharpen.models.pricing import PricedModel, PriceTable
 from sharpen.runner.config import RunConfig
 from sharpen.runner.runner import NoModel
 
 
-class _Borrowed:
+class _Borrowed(ModelWrapper):
     """A shared model, built on first use, whose ``aclose`` is a no-op (the owner closes it).
     Built lazily so that an experiment whose proposer never writes does not load a model."""
 
@@ -26,20 +24,8 @@ class _Borrowed:
         self._build = build
 
     @property
-    def inner(self) -> ChatModel:
+    def inner(self) -> ChatModel:  # type: ignore[override]  # built on first use
         return self._build()
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def supports_tools(self) -> bool:
-        return self.inner.supports_tools
-
-    async def complete(self, messages: list[Message], tools: list[ToolSpec] | None = None,
-                       params: dict[str, Any] | None = None) -> Completion:
-        return await self.inner.complete(messages, tools, params)
 
     async def aclose(self) -> None:
         return None

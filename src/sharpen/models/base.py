@@ -4,12 +4,15 @@ defaults, and :data:`MODEL`, the kind the registry builds backends under."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from sharpen.core.messages import Message, ToolSpec, Usage
 from sharpen.core.registry import Kind
+
+if TYPE_CHECKING:
+    from sharpen.models.structured import ResponseSchema, StructuredOutput
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error"]
 
@@ -37,7 +40,11 @@ class Completion(BaseModel):
 class ChatModel(Protocol):
     """Async chat completion. Raises :class:`~sharpen.core.errors.InfraError` for failures of
     the backend (rate limits, 5xx, timeouts, refused connections, truncated responses) and
-    :class:`~sharpen.core.errors.UserError` for configuration mistakes."""
+    :class:`~sharpen.core.errors.UserError` for configuration mistakes.
+
+    Optional member ``structured_output`` (``"grammar"``, ``"server"`` or ``"validate"``, see
+    :mod:`sharpen.models.structured`): how the backend honours ``response_schema``. A model
+    that does not declare it is never passed one (its replies are validated after the fact)."""
 
     # Read-only properties, so that a wrapper (a priced or a borrowed model) may forward them;
     # a plain attribute satisfies them as well.
@@ -56,9 +63,14 @@ class ChatModel(Protocol):
         messages: list[Message],
         tools: list[ToolSpec] | None = None,
         params: dict[str, Any] | None = None,
+        *,
+        response_schema: ResponseSchema | None = None,
     ) -> Completion:
         """The model's reply to ``messages``; ``tools`` only when ``supports_tools``;
-        ``params`` are sampling parameters (``temperature``, ``max_tokens``, ``seed``, ...)."""
+        ``params`` are sampling parameters (``temperature``, ``max_tokens``, ``seed``, ...);
+        ``response_schema`` (only for a model whose ``structured_output`` is ``grammar`` or
+        ``server``) constrains the reply's text to JSON valid against it, or raises
+        :class:`~sharpen.models.structured.UnsupportedSchema` before generating."""
         ...
 
     async def aclose(self) -> None:
@@ -73,6 +85,9 @@ class BaseChatModel(ABC):
     """Identifier used for pricing and display."""
     supports_tools: bool = False
     """Default: no native tools (agents use the text protocol)."""
+    structured_output: StructuredOutput = "validate"
+    """Default: decoding is not constrained; set ``grammar`` or ``server`` (and honour
+    ``response_schema``) when the backend can constrain it."""
 
     @abstractmethod
     async def complete(
@@ -80,12 +95,63 @@ class BaseChatModel(ABC):
         messages: list[Message],
         tools: list[ToolSpec] | None = None,
         params: dict[str, Any] | None = None,
+        *,
+        response_schema: ResponseSchema | None = None,
     ) -> Completion:
-        """The model's reply to ``messages``."""
+        """The model's reply to ``messages`` (see :meth:`ChatModel.complete`)."""
 
     async def aclose(self) -> None:
         """Default: nothing to release."""
         return None
+
+
+async def complete_with(
+    model: ChatModel,
+    messages: list[Message],
+    tools: list[ToolSpec] | None,
+    params: dict[str, Any] | None,
+    response_schema: ResponseSchema | None,
+) -> Completion:
+    """``model.complete(...)``, passing ``response_schema`` only when there is one: a model
+    written before structured output takes no such argument."""
+    if response_schema is None:
+        return await model.complete(messages, tools, params)
+    return await model.complete(messages, tools, params, response_schema=response_schema)
+
+
+class ModelWrapper:
+    """A ChatModel that forwards to ``inner`` (name, capabilities, calls, closing): the base of
+    the wrappers that price, meter, retry or lend a model. Override what the wrapper changes."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def supports_tools(self) -> bool:
+        return self.inner.supports_tools
+
+    @property
+    def structured_output(self) -> StructuredOutput:
+        from sharpen.models.structured import structured_output
+
+        return structured_output(self.inner)
+
+    async def complete(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | None = None,
+        params: dict[str, Any] | None = None,
+        *,
+        response_schema: ResponseSchema | None = None,
+    ) -> Completion:
+        return await complete_with(self.inner, messages, tools, params, response_schema)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 MODEL: Kind[ChatModel] = Kind("model", ChatModel, "sharpen.models.base.BaseChatModel")

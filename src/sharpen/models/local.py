@@ -24,6 +24,8 @@ from sharpen.core.errors import UserError
 from sharpen.core.messages import Message, ToolSpec, Usage
 from sharpen.core.registry import register
 from sharpen.models.base import Completion, FinishReason
+from sharpen.models.grammar import compile_grammar
+from sharpen.models.structured import ResponseSchema, StructuredOutput
 
 DEFAULT_NAME = "local/smollm2-135m-instruct"
 """Name used for pricing (``local/*`` is free in the default table) and display."""
@@ -95,6 +97,7 @@ class _Shared:
         self.memo_lock = threading.Lock()  # not thread_lock: that one is held while generating
         self.thread_lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sharpen-llama")
+        self.grammars: dict[str, Any] = {}  # schema hash -> LlamaGrammar (on the model's thread)
         # asyncio locks are bound to a loop, so keep one per running loop.
         self.loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -118,6 +121,13 @@ class _Shared:
             if raw is not _MISS:
                 self.memo.move_to_end(key)
             return raw
+
+    def grammar(self, rs: ResponseSchema) -> Any:
+        """The compiled grammar of ``rs``, cached by schema hash (call on the model's thread)."""
+        key = rs.hash()
+        if key not in self.grammars:
+            self.grammars[key] = compile_grammar(rs, self.llama)
+        return self.grammars[key]
 
     def remember(self, key: str, raw: dict[str, Any] | None) -> None:
         with self.memo_lock:
@@ -196,6 +206,10 @@ class LocalModel:
     the same ``(model_path, n_ctx)`` share one loaded Llama; ``n_threads`` takes
     effect when it is first loaded.
 
+    ``structured_output`` is ``grammar``: a ``response_schema`` is compiled to a llama.cpp
+    grammar (:mod:`sharpen.models.grammar`, cached per schema) and only tokens that keep the
+    reply valid are sampled.
+
     Params: temperature, max_tokens, top_p, seed, stop, top_k, min_p, presence_penalty,
     frequency_penalty, repeat_penalty; others raise :class:`UserError`. Unset ones take
     llama.cpp's defaults (temperature 0.2). Every call is seeded — with the ``seed`` param,
@@ -212,6 +226,7 @@ class LocalModel:
     """
 
     supports_tools = False
+    structured_output: StructuredOutput = "grammar"
 
     def __init__(
         self,
@@ -252,8 +267,11 @@ class LocalModel:
         messages: list[Message],
         tools: list[ToolSpec] | None = None,
         params: dict[str, Any] | None = None,
+        *,
+        response_schema: ResponseSchema | None = None,
     ) -> Completion:
-        """One chat completion. ``tools`` are ignored (text protocol). ``latency_s`` is the
+        """One chat completion. ``tools`` are ignored (text protocol); ``response_schema``
+        constrains the reply (see the class docstring). ``latency_s`` is the
         generation time, not the wait for the model lock (0 for a request answered before:
         the reply is remembered, see :class:`_Shared`; its usage is reported as generated).
         A prompt that does not fit in ``n_ctx`` gives an empty reply with
@@ -265,13 +283,17 @@ class LocalModel:
             shared = self._shared()
         else:  # loading takes a moment; keep the event loop free
             shared = await asyncio.to_thread(self._shared)
-        key = json.dumps([chat, kwargs], sort_keys=True, default=repr)
+        request: list[Any] = [chat, kwargs]
+        if response_schema is not None:
+            request.append(response_schema.hash())
+        key = json.dumps(request, sort_keys=True, default=repr)
         raw, latency = shared.recall(key), 0.0
         if raw is _MISS:
             async with shared.async_lock():
                 raw = shared.recall(key)  # the same request may have finished while we waited
                 if raw is _MISS:
-                    raw, latency = await shared.call(self._generate, shared, chat, kwargs)
+                    raw, latency = await shared.call(self._generate, shared, chat, kwargs,
+                                                     response_schema)
                     shared.remember(key, raw)
         if raw is None:  # prompt over the context window
             n_prompt = await shared.call(_count_prompt, shared, chat)
@@ -302,9 +324,12 @@ class LocalModel:
 
     @staticmethod
     def _generate(
-        shared: _Shared, chat: list[dict[str, Any]], kwargs: dict[str, Any]
+        shared: _Shared, chat: list[dict[str, Any]], kwargs: dict[str, Any],
+        response_schema: ResponseSchema | None = None,
     ) -> tuple[dict[str, Any] | None, float]:
         with shared.thread_lock:  # also guards against callers on other event loops
+            if response_schema is not None:  # compiled before the clock: it is cached
+                kwargs = {**kwargs, "grammar": shared.grammar(response_schema)}
             start = time.perf_counter()
             try:
                 raw = shared.llama.create_chat_completion(messages=chat, **kwargs)

@@ -1,6 +1,11 @@
 """Any OpenAI-compatible chat endpoint (vLLM, llama.cpp server, Ollama, hosted APIs).
 
-One ``POST {base_url}/chat/completions`` per :meth:`OpenAIModel.complete`; no retries here —
+One ``POST {base_url}/chat/completions`` per :meth:`OpenAIModel.complete`; a
+``response_schema`` is sent as ``response_format`` in the form the server speaks (the
+``structured`` argument: OpenAI's and vLLM's ``json_schema``, llama-cpp-python's
+``json_object`` with a ``schema``, or ``none`` for a server that constrains nothing, whose replies
+are then validated after the fact by :func:`~sharpen.models.structured.complete_structured`).
+A server that refuses the schema is a ``UserError`` naming the setting to change. No retries here —
 the runner owns retries so that they are counted. Failures map to sharpen's errors:
 
 ============================================  ==============================================
@@ -30,6 +35,10 @@ from sharpen.core.errors import InfraError, UserError
 from sharpen.core.messages import Message, ToolCall, ToolSpec, Usage
 from sharpen.core.registry import register
 from sharpen.models.base import Completion, FinishReason
+from sharpen.models.structured import ResponseSchema, StructuredOutput, UnsupportedSchema
+
+Structured = Literal["json_schema", "json_object", "none"]
+"""How the server takes a response schema (see the module docstring)."""
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -57,6 +66,14 @@ def _server_message(resp: httpx.Response, limit: int = 500) -> str:
     return json.dumps(body)[:limit]
 
 
+def _refused_schema(resp: httpx.Response) -> bool:
+    """Whether a 4xx answer is about the ``response_format`` sent (not, say, the context)."""
+    if resp.status_code == 422:  # a request the server's own schema rejects (llama_cpp.server)
+        return True
+    text = _server_message(resp).lower()
+    return resp.status_code == 400 and any(w in text for w in ("response_format", "schema", "json"))
+
+
 @register("model", "openai")
 class OpenAIModel:
     """A ChatModel speaking the OpenAI chat-completions protocol over HTTP.
@@ -79,6 +96,7 @@ class OpenAIModel:
         timeout: float = 120.0,
         logprobs: bool = False,
         tools: bool | Literal["auto"] = True,
+        structured: Structured = "json_schema",
         api_key_env: str = "OPENAI_API_KEY",
         api_key: str | None = None,
     ) -> None:
@@ -86,9 +104,14 @@ class OpenAIModel:
         ``name`` (default: ``model``) is used for pricing and display; ``timeout`` is in
         seconds for the whole request; ``logprobs`` asks for per-token logprobs; ``tools``
         sends native tool definitions (``"auto"``: also send ``tool_choice: auto``);
-        ``False`` means the agent must use the text protocol."""
+        ``False`` means the agent must use the text protocol; ``structured`` is how the
+        server takes a response schema (``json_schema``: OpenAI, vLLM; ``json_object``:
+        llama-cpp-python's server; ``none``: it cannot, replies are validated instead)."""
         if tools not in (True, False, "auto"):
             raise UserError(f"openai model: tools={tools!r}", "use true, false or auto")
+        if structured not in ("json_schema", "json_object", "none"):
+            raise UserError(f"openai model: structured={structured!r}",
+                            "use json_schema, json_object or none")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.name = name or model
@@ -96,10 +119,16 @@ class OpenAIModel:
         self.logprobs = bool(logprobs)
         self.tools = tools
         self.supports_tools = tools is not False
+        self.structured: Structured = structured
         self.api_key_env = api_key_env
         self._api_key = api_key if api_key is not None else os.environ.get(api_key_env)
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def structured_output(self) -> StructuredOutput:
+        """``server`` unless ``structured`` is ``none``."""
+        return "validate" if self.structured == "none" else "server"
 
     def __repr__(self) -> str:
         return f"OpenAIModel(base_url={self.base_url!r}, model={self.model!r}, name={self.name!r})"
@@ -114,6 +143,7 @@ class OpenAIModel:
             "timeout": self.timeout,
             "logprobs": self.logprobs,
             "tools": self.tools,
+            "structured": self.structured,
             "api_key_env": self.api_key_env,
         }
 
@@ -133,9 +163,11 @@ class OpenAIModel:
         messages: list[Message],
         tools: list[ToolSpec] | None = None,
         params: dict[str, Any] | None = None,
+        response_schema: ResponseSchema | None = None,
     ) -> dict[str, Any]:
         """The JSON body sent to ``/chat/completions``. ``params`` pass through unchanged
-        (temperature, max_tokens, top_p, seed, stop, ...), after ``model`` and ``messages``."""
+        (temperature, max_tokens, top_p, seed, stop, ...), after ``model`` and ``messages``;
+        ``response_schema`` becomes ``response_format`` (see ``structured``)."""
         body: dict[str, Any] = {"model": self.model, "messages": [m.to_openai() for m in messages]}
         if tools and self.supports_tools:
             body["tools"] = [t.to_openai() for t in tools]
@@ -145,6 +177,21 @@ class OpenAIModel:
             # top_logprobs >= 1: llama-cpp-python's server returns no logprobs without it.
             body["logprobs"] = True
             body["top_logprobs"] = 1
+        if response_schema is not None:
+            if self.structured == "none":
+                raise UnsupportedSchema(
+                    f"model {self.name!r} was told its server cannot constrain output "
+                    "(structured: none), yet a response schema was passed to it",
+                    "call it through sharpen.models.structured.complete_structured, which "
+                    "validates replies instead",
+                )
+            if self.structured == "json_schema":
+                body["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": response_schema.name, "schema": response_schema.json_schema,
+                    "strict": True}}
+            else:
+                body["response_format"] = {"type": "json_object",
+                                           "schema": response_schema.json_schema}
         body.update(params or {})
         return body
 
@@ -153,10 +200,12 @@ class OpenAIModel:
         messages: list[Message],
         tools: list[ToolSpec] | None = None,
         params: dict[str, Any] | None = None,
+        *,
+        response_schema: ResponseSchema | None = None,
     ) -> Completion:
         """One chat completion; see the module docstring for the errors raised."""
         url = f"{self.base_url}/chat/completions"
-        body = self.build_request(messages, tools, params)
+        body = self.build_request(messages, tools, params, response_schema)
         start = time.perf_counter()
         try:
             async with asyncio.timeout(self.timeout):
@@ -173,6 +222,15 @@ class OpenAIModel:
             what = type(exc).__name__
             raise InfraError(f"{url}: {what}: {exc or 'connection failed'}") from None
         latency = time.perf_counter() - start
+        if response_schema is not None and _refused_schema(resp):
+            raise UnsupportedSchema(
+                f"{url} refused response_format {body['response_format']['type']!r} "
+                f"(HTTP {resp.status_code}): {_server_message(resp)}",
+                "set the model arg structured to what the server speaks: json_schema "
+                "(OpenAI, vLLM), json_object (llama-cpp-python's server), or none (replies are "
+                "validated instead); with structured: json_schema, OpenAI also wants every "
+                "property required and additionalProperties: false",
+            )
         self._raise_for_status(resp, url)
         try:
             data = resp.json()

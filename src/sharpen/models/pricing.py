@@ -47,7 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sharpen.core.errors import UserError
 from sharpen.core.messages import Message, ToolSpec, Usage
-from sharpen.models.base import ChatModel, Completion
+from sharpen.models.base import ChatModel, Completion, ModelWrapper
+from sharpen.models.structured import ResponseSchema
 
 ENV_VAR = "SHARPEN_PRICES"
 """Environment variable naming a user price table."""
@@ -144,32 +145,30 @@ class PriceTable:
         return None if price is None else price.cost(usage)
 
 
-class PricedModel:
+class PricedModel(ModelWrapper):
     """A ChatModel that sets each completion's ``usage.cost_usd`` from ``prices`` by its
     ``name``: the one place a cost is computed. A completion that counted no tokens at all
     (a server that sent no usage) keeps an unknown cost: there is nothing to price. Retries
     and everything else are ``inner``'s."""
 
     def __init__(self, inner: ChatModel, prices: PriceTable) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.prices = prices
-        self.name = inner.name
-        self.supports_tools = inner.supports_tools
 
     async def complete(
         self,
         messages: list[Message],
         tools: list[ToolSpec] | None = None,
         params: dict[str, Any] | None = None,
+        *,
+        response_schema: ResponseSchema | None = None,
     ) -> Completion:
-        completion = await self.inner.complete(messages, tools, params)
+        completion = await super().complete(messages, tools, params,
+                                            response_schema=response_schema)
         usage = completion.usage
         counted = usage.input_tokens or usage.output_tokens
         usage.cost_usd = self.prices.cost(self.name, usage) if counted else None
         return completion
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def _is_glob(key: str) -> bool:

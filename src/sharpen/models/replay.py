@@ -3,12 +3,13 @@
 In ``record`` mode it forwards each request to a real model (``inner``, a ``{name, args}``
 ref) and appends one JSON line per call to a cassette file::
 
-    {"key": "<content hash>", "request": {"messages", "tools", "params"},
-     "completion": {...}, "model": {"name", "supports_tools"}}
+    {"key": "<content hash>", "request": {"messages", "tools", "params"[, "response_schema"]},
+     "completion": {...}, "model": {"name", "supports_tools", "structured_output"}}
 
 In ``replay`` mode it answers from the cassette alone — no real model is built or loaded.
 The key is :func:`~sharpen.core.hashing.content_hash` of the request (messages, tools,
-params), so a replay answers exactly the requests that were recorded; any other request
+params, and the response schema when there is one — so cassettes recorded before structured
+output keep their keys), so a replay answers exactly the requests that were recorded; any other request
 raises :class:`CassetteMissError` saying how to re-record. When a key was recorded more than
 once, the last line wins.
 
@@ -26,7 +27,9 @@ from sharpen.core.errors import UserError
 from sharpen.core.hashing import content_hash
 from sharpen.core.messages import Message, ToolSpec
 from sharpen.core.registry import REGISTRY, PluginRef, register
-from sharpen.models.base import MODEL, ChatModel, Completion
+from sharpen.models.base import MODEL, ChatModel, Completion, complete_with
+from sharpen.models.structured import STRUCTURED_OUTPUTS, ResponseSchema, StructuredOutput
+from sharpen.models.structured import structured_output as structured_of
 
 
 class CassetteMissError(UserError):
@@ -35,20 +38,26 @@ class CassetteMissError(UserError):
 
 
 def request_key(
-    messages: list[Message], tools: list[ToolSpec] | None, params: dict[str, Any] | None
+    messages: list[Message], tools: list[ToolSpec] | None, params: dict[str, Any] | None,
+    response_schema: ResponseSchema | None = None,
 ) -> str:
-    """The cassette key of a request: content hash of its messages, tools and params."""
-    return content_hash(_request(messages, tools, params))
+    """The cassette key of a request: content hash of its messages, tools, params and
+    response schema (left out when there is none)."""
+    return content_hash(_request(messages, tools, params, response_schema))
 
 
 def _request(
-    messages: list[Message], tools: list[ToolSpec] | None, params: dict[str, Any] | None
+    messages: list[Message], tools: list[ToolSpec] | None, params: dict[str, Any] | None,
+    response_schema: ResponseSchema | None = None,
 ) -> dict[str, Any]:
-    return {
+    request: dict[str, Any] = {
         "messages": [m.model_dump(mode="json") for m in messages],
         "tools": [t.model_dump(mode="json") for t in tools] if tools else None,
         "params": params or {},
     }
+    if response_schema is not None:
+        request["response_schema"] = response_schema.model_dump(mode="json", by_alias=True)
+    return request
 
 
 @register("model", "replay")
@@ -58,7 +67,8 @@ class ReplayModel:
     Args: ``cassette`` (JSONL path), ``mode`` (``"replay"`` or ``"record"``), ``inner``
     (``{name, args}`` of the real model; required to record), ``name`` (default: the
     recorded model's name, else ``"replay"``), ``latency_s`` (report this latency instead of
-    the recorded one, e.g. ``0``), ``supports_tools`` (default: the recorded model's)."""
+    the recorded one, e.g. ``0``), ``supports_tools`` and ``structured_output`` (default: the
+    recorded model's; ``validate`` for a cassette recorded before structured output)."""
 
     def __init__(
         self,
@@ -68,6 +78,7 @@ class ReplayModel:
         name: str | None = None,
         latency_s: float | None = None,
         supports_tools: bool | None = None,
+        structured_output: StructuredOutput | None = None,
     ) -> None:
         if mode not in ("replay", "record"):
             raise UserError(f"replay model: unknown mode {mode!r}", "use mode replay or record")
@@ -94,14 +105,20 @@ class ReplayModel:
                 )
             self._inner = REGISTRY.create(MODEL, self.inner_ref)
             recorded = {
-                "name": getattr(self._inner, "name", None),
-                "supports_tools": getattr(self._inner, "supports_tools", False),
+                "name": self._inner.name,
+                "supports_tools": self._inner.supports_tools,
+                "structured_output": structured_of(self._inner),
             }
         self.name = name or recorded.get("name") or "replay"
         self.supports_tools = (
             supports_tools if supports_tools is not None
             else bool(recorded.get("supports_tools", False))
         )
+        structured = structured_output or recorded.get("structured_output", "validate")
+        if structured not in STRUCTURED_OUTPUTS:
+            raise UserError(f"replay model: structured_output={structured!r}",
+                            f"use one of {', '.join(STRUCTURED_OUTPUTS)}")
+        self.structured_output: StructuredOutput = structured
 
     def _load(self) -> dict[str, Any]:
         """Read the cassette into ``_entries``; returns the last line's ``model`` info."""
@@ -130,11 +147,13 @@ class ReplayModel:
         messages: list[Message],
         tools: list[ToolSpec] | None = None,
         params: dict[str, Any] | None = None,
+        *,
+        response_schema: ResponseSchema | None = None,
     ) -> Completion:
         """Replay: the recorded completion for this exact request, or
         :class:`CassetteMissError`. Record: the inner model's completion, appended to the
         cassette. Errors of the inner model propagate and are not recorded."""
-        request = _request(messages, tools, params)
+        request = _request(messages, tools, params, response_schema)
         key = content_hash(request)
         if self.mode == "replay":
             hit = self._entries.get(key)
@@ -150,13 +169,14 @@ class ReplayModel:
                 completion.latency_s = self.latency_s
             return completion
         assert self._inner is not None
-        completion = await self._inner.complete(messages, tools, params)
+        completion = await complete_with(self._inner, messages, tools, params, response_schema)
         line = json.dumps(
             {
                 "key": key,
                 "request": request,
                 "completion": completion.model_dump(mode="json"),
-                "model": {"name": self.name, "supports_tools": self.supports_tools},
+                "model": {"name": self.name, "supports_tools": self.supports_tools,
+                          "structured_output": self.structured_output},
             },
             ensure_ascii=False,
         )

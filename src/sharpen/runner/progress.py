@@ -47,7 +47,8 @@ from rich.text import Text
 from sharpen.core.activity import ACTIVITIES, REPORTER, Activity
 from sharpen.core.messages import Message, ToolSpec
 from sharpen.core.trajectory import Trajectory
-from sharpen.models.base import ChatModel, Completion
+from sharpen.models.base import ChatModel, Completion, ModelWrapper
+from sharpen.models.structured import ResponseSchema
 
 _NULL: AbstractContextManager[None] = nullcontext()
 
@@ -79,22 +80,18 @@ class _Episode:
             self.now = before
 
 
-class _MeteredModel:
+class _MeteredModel(ModelWrapper):
     """A ChatModel that marks its episode ``model`` while a completion is awaited."""
 
     def __init__(self, inner: ChatModel, episode: _Episode) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.episode = episode
-        self.name = inner.name
-        self.supports_tools = inner.supports_tools
 
     async def complete(self, messages: list[Message], tools: list[ToolSpec] | None = None,
-                       params: dict[str, Any] | None = None) -> Completion:
+                       params: dict[str, Any] | None = None, *,
+                       response_schema: ResponseSchema | None = None) -> Completion:
         with self.episode.doing("model"):
-            return await self.inner.complete(messages, tools, params)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+            return await super().complete(messages, tools, params, response_schema=response_schema)
 
 
 class _TwoLines(Progress):

@@ -19,7 +19,8 @@ from pydantic import BaseModel
 
 from sharpen.core.errors import InfraError
 from sharpen.core.messages import Message, ToolSpec
-from sharpen.models.base import ChatModel, Completion
+from sharpen.models.base import ChatModel, Completion, ModelWrapper
+from sharpen.models.structured import ResponseSchema
 
 
 class RetryPolicy(BaseModel):
@@ -38,7 +39,7 @@ class RetryPolicy(BaseModel):
         return base * rng.uniform(0.75, 1.25)
 
 
-class RetryingModel:
+class RetryingModel(ModelWrapper):
     """A ChatModel that retries retryable InfraErrors of ``inner``; ``on_retry`` is told each."""
 
     def __init__(
@@ -48,23 +49,24 @@ class RetryingModel:
         rng: random.Random,
         on_retry: Callable[[InfraError], None] | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.policy = policy
         self.rng = rng
         self.on_retry = on_retry
-        self.name = inner.name
-        self.supports_tools = inner.supports_tools
 
     async def complete(
         self,
         messages: list[Message],
         tools: list[ToolSpec] | None = None,
         params: dict[str, Any] | None = None,
+        *,
+        response_schema: ResponseSchema | None = None,
     ) -> Completion:
         retry = 0
         while True:
             try:
-                return await self.inner.complete(messages, tools, params)
+                return await super().complete(messages, tools, params,
+                                              response_schema=response_schema)
             except InfraError as exc:
                 if not exc.retryable or retry >= self.policy.max_retries:
                     raise
@@ -72,6 +74,3 @@ class RetryingModel:
                     self.on_retry(exc)
                 await asyncio.sleep(self.policy.delay(retry, self.rng))
                 retry += 1
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()

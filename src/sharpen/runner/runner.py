@@ -56,7 +56,8 @@ class NoModel:
     name = "none"
     supports_tools = False
 
-    async def complete(self, messages: Any, tools: Any = None, params: Any = None) -> Any:
+    async def complete(self, messages: Any, tools: Any = None, params: Any = None,
+                       **_: Any) -> Any:
         raise RuntimeError("an agent that declared needs_model = False called the model")
 
     async def aclose(self) -> None:

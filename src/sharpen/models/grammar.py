@@ -1,0 +1,125 @@
+"""JSON Schema → llama.cpp grammar, for the embedded model's constrained decoding.
+
+llama-cpp-python converts a JSON Schema to GBNF (``json_schema_to_gbnf``), but quietly
+ignores keywords it cannot express (``uniqueItems``, ``multipleOf``, ``patternProperties``, a
+``minimum`` on a number, ...): a reply would then be "constrained" to less than the schema
+says. :func:`unsupported_keywords` lists those, and :func:`compile_grammar` refuses a schema
+that uses one — :class:`~sharpen.models.structured.UnsupportedSchema`, naming the keyword and
+its place — instead of constraining to something else. Every reply is validated against the
+full schema afterwards anyway (:meth:`~sharpen.models.structured.ResponseSchema.parse`).
+
+Two details of the converter are worked around here:
+
+* a string's ``maxLength`` becomes nested optional rules, one level per character, which
+  llama.cpp's parser refuses beyond a few hundred; :func:`_fold_repetitions` rewrites them as
+  GBNF's own bounded repetition ``char{0,N}``;
+* a grammar llama.cpp cannot parse is reported by a NULL sampler (and a crash when it is
+  used), so :func:`compile_grammar` parses it once against the model's vocabulary and raises
+  instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from sharpen.models.structured import ResponseSchema, UnsupportedSchema
+
+# What llama-cpp-python's converter turns into grammar rules (0.3.x), keyword by keyword.
+_CONSTRAINING = frozenset({
+    "type", "properties", "required", "additionalProperties", "items", "prefixItems",
+    "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "pattern",
+    "minLength", "maxLength",
+})
+# Keywords that do not constrain a value (annotations, containers of definitions).
+_ANNOTATIONS = frozenset({
+    "$schema", "$id", "$defs", "definitions", "title", "description", "default", "examples",
+    "$comment", "readOnly", "writeOnly", "deprecated",
+})
+_INTEGER_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+_FORMATS = frozenset({"date", "time", "date-time", "uuid"})
+
+_NESTED_OPTIONAL = re.compile(r"\((?P<rule>[A-Za-z][\w-]*)(?P<more>(?: \((?P=rule))*)(?P<close>(?:\)\?)+)")
+
+
+def unsupported_keywords(schema: Any, path: str = "") -> list[str]:
+    """``keyword at /path`` for every keyword of ``schema`` the grammar cannot enforce."""
+    if not isinstance(schema, dict):
+        return []
+    found: list[str] = []
+    where = path or "/"
+    for key, value in schema.items():
+        enforced = (key in _ANNOTATIONS or key in _CONSTRAINING
+                    or (key in _INTEGER_BOUNDS and schema.get("type") == "integer")
+                    or (key == "format" and value in _FORMATS))
+        if not enforced:
+            found.append(f"{key} at {where}")
+        if key == "$ref" and isinstance(value, str) and not value.startswith("#"):
+            found.append(f"$ref {value!r} (not local) at {where}")
+    for key in ("properties", "$defs", "definitions"):
+        for name, sub in (schema.get(key) or {}).items():
+            found += unsupported_keywords(sub, f"{path}/{key}/{name}")
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        for i, sub in enumerate(schema.get(key) or []):
+            found += unsupported_keywords(sub, f"{path}/{key}/{i}")
+    for key in ("items", "additionalProperties"):
+        found += unsupported_keywords(schema.get(key), f"{path}/{key}")
+    return found
+
+
+def _fold_repetitions(gbnf: str) -> str:
+    """``(r (r (r)?)?)?`` → ``r{0,3}``: the same language, in the form llama.cpp parses for
+    any length."""
+
+    def fold(m: re.Match[str]) -> str:
+        opened = 1 + m.group("more").count("(")
+        closed = m.group("close").count(")?")
+        if closed < opened:  # not one nest of this rule alone: leave it
+            return m.group(0)
+        rest = ")?" * (closed - opened)
+        return f"{m.group('rule')}{{0,{opened}}}{rest}"
+
+    return _NESTED_OPTIONAL.sub(fold, gbnf)
+
+
+def schema_to_gbnf(rs: ResponseSchema) -> str:
+    """The GBNF grammar of ``rs``; :class:`UnsupportedSchema` when it uses a keyword the
+    grammar cannot enforce."""
+    bad = unsupported_keywords(rs.json_schema)
+    if bad:
+        raise UnsupportedSchema(
+            f"the embedded model cannot constrain decoding to schema {rs.name!r}: "
+            f"{', '.join(bad[:5])}{' …' if len(bad) > 5 else ''}",
+            "drop those keywords from the schema (every reply is validated against the full "
+            "schema anyway), or set decoding: free",
+        )
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        gbnf = json_schema_to_gbnf(json.dumps(rs.json_schema))
+    except (AssertionError, ValueError, KeyError, TypeError) as exc:
+        raise UnsupportedSchema(
+            f"the embedded model cannot constrain decoding to schema {rs.name!r}: {exc}",
+            "simplify the schema (local $refs, no not/if/then), or set decoding: free",
+        ) from None
+    return _fold_repetitions(gbnf)
+
+
+def compile_grammar(rs: ResponseSchema, model: Any) -> Any:
+    """A ``llama_cpp.LlamaGrammar`` for ``rs``, checked to parse against ``model``'s
+    vocabulary (a ``llama_cpp.Llama``); :class:`UnsupportedSchema` otherwise."""
+    import llama_cpp
+
+    gbnf = schema_to_gbnf(rs)
+    grammar = llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
+    vocab = llama_cpp.llama_model_get_vocab(model.model)
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
+    if not sampler:
+        raise UnsupportedSchema(
+            f"llama.cpp refused the grammar of schema {rs.name!r} (too many repetitions? a "
+            "maxLength or maxItems in the thousands)",
+            "lower maxLength / maxItems in the schema, or set decoding: free",
+        )
+    llama_cpp.llama_sampler_free(sampler)
+    return grammar
