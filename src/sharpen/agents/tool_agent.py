@@ -1,7 +1,10 @@
 """ToolAgent: the tool-calling loop that runs an AgentSpec against an Environment.
 
-Native tool calls are used when the model supports them (and the spec does not ask for the
-text protocol); otherwise the text protocol of :mod:`sharpen.agents.text_protocol`. A reply
+In ``constrained`` decoding (the spec's ``decoding``; by default on the embedded model) every
+reply is a JSON action valid against the environment's action schema
+(:mod:`sharpen.agents.constrained`), sampled under that schema's grammar where the model can.
+Otherwise native tool calls are used when the model supports them (and the spec does not ask
+for the text protocol), else the text protocol of :mod:`sharpen.agents.text_protocol`. A reply
 that holds no valid action is answered with feedback and counted in
 ``Trajectory.invalid_actions`` — it never crashes the episode. The loop stops when the
 environment terminates the episode or a limit (steps, tokens, seconds, dollars) is hit.
@@ -15,6 +18,7 @@ import time
 from datetime import UTC, datetime
 from typing import Literal
 
+from sharpen.agents import constrained
 from sharpen.agents.acting import apply_action
 from sharpen.agents.base import BaseAgent
 from sharpen.agents.guidelines import COMPONENT as GUIDELINES
@@ -25,22 +29,32 @@ from sharpen.core.messages import Message, ToolSpec
 from sharpen.core.registry import register
 from sharpen.core.trajectory import Action, Step, Trajectory
 from sharpen.envs.base import Environment
-from sharpen.models.base import ChatModel, Completion
+from sharpen.models.base import ChatModel, Completion, complete_with
+from sharpen.models.structured import ResponseSchema, StructuredOutputError, structured_output
 
 Protocol = Literal["auto", "native", "text"]
 
 
-def system_prompt(spec: AgentSpec, tools: list[ToolSpec], text_protocol: bool, task: str = "",
-                  guidelines_top_k: int | None = None) -> str:
-    """The system message: the spec's text components, then (text protocol) how to act. With
-    ``guidelines_top_k``, the ``guidelines`` component keeps only its rules most relevant to
-    ``task`` (:func:`~sharpen.agents.guidelines.select_guidelines`)."""
+Acting = Literal["native", "text", "constrained"]
+"""How the agent reads an action from a reply: native tool calls, the text protocol, or a
+JSON action under the environment's action schema."""
+
+
+def system_prompt(spec: AgentSpec, tools: list[ToolSpec], text_protocol: bool | Acting,
+                  task: str = "", guidelines_top_k: int | None = None) -> str:
+    """The system message: the spec's text components, then how to act (text protocol or
+    constrained; nothing for native tools — ``text_protocol`` may also be a bool, ``True``
+    meaning ``"text"``). With ``guidelines_top_k``, the ``guidelines`` component keeps only
+    its rules most relevant to ``task`` (:func:`~sharpen.agents.guidelines.select_guidelines`)."""
+    acting = ("text" if text_protocol else "native") if isinstance(text_protocol, bool) else text_protocol
     components = dict(spec.components)
     if guidelines_top_k is not None and GUIDELINES in components:
         components[GUIDELINES] = select_guidelines(components[GUIDELINES], task, guidelines_top_k)
     parts = [c.strip() for c in components.values() if c.strip()]
-    if text_protocol:
+    if acting == "text":
         parts.append(protocol_instructions(tools))
+    elif acting == "constrained":
+        parts.append(constrained.instructions(tools))
     return "\n\n".join(parts)
 
 
@@ -54,10 +68,14 @@ class ToolAgent(BaseAgent):
         self.protocol = protocol
         self.guidelines_top_k = check_top_k(guidelines_top_k)
 
-    def _uses_text(self, model: ChatModel) -> bool:
+    def acting(self, model: ChatModel, spec: AgentSpec) -> Acting:
+        """How this agent acts with ``model`` under ``spec`` (``decoding`` first, then
+        ``protocol``)."""
+        if constrained.resolve_decoding(spec.decoding, model) == "constrained":
+            return "constrained"
         if self.protocol == "auto":
-            return not model.supports_tools
-        return self.protocol == "text"
+            return "native" if model.supports_tools else "text"
+        return self.protocol
 
     async def run(
         self, env: Environment, model: ChatModel, spec: AgentSpec, trajectory: Trajectory
@@ -65,24 +83,34 @@ class ToolAgent(BaseAgent):
         """Play ``trajectory.task`` in ``env`` and fill ``trajectory`` in place (messages,
         steps, usage, invalid actions). The caller sets the outcome."""
         limits = spec.limits
-        text = self._uses_text(model)
+        acting = self.acting(model, spec)
+        text = acting != "native"  # replies are read from their text, answers are user messages
+        # A model that constrains gets the schema; on one that does not, replies are validated.
+        constrains = acting == "constrained" and structured_output(model) != "validate"
         params = {**spec.params, "seed": trajectory.seed}
-        obs, _info = await env.reset(trajectory.task)
+        obs, info = await env.reset(trajectory.task)
         trajectory.messages = [
-            Message(role="system", content=system_prompt(spec, env.tools, text, obs, self.guidelines_top_k)),
+            Message(role="system",
+                    content=system_prompt(spec, env.tools, acting, obs, self.guidelines_top_k)),
             Message(role="user", content=obs),
         ]
         started = time.monotonic()
         for index in range(limits.max_steps):
-            completion = await model.complete(
-                trajectory.messages, None if text else env.tools, params
+            schema = (constrained.action_schema(env.tools, constrained.admissible_of(info))
+                      if acting == "constrained" else None)
+            completion = await complete_with(
+                model, trajectory.messages, None if text else env.tools, params,
+                schema if constrains else None,
             )
             trajectory.usage = trajectory.usage + completion.usage
             step = Step(index=index, messages=[], usage=completion.usage,
                         model_seconds=completion.latency_s)
             reply = completion.message
             step.messages.append(reply)
-            action, problem = self._parse(reply, env.tools, text, completion)
+            if schema is not None:
+                action, problem = self._parse_constrained(reply, schema, completion)
+            else:
+                action, problem = self._parse(reply, env.tools, text, completion)
             if action is None:
                 trajectory.invalid_actions += 1
                 step.invalid_action = problem
@@ -90,6 +118,7 @@ class ToolAgent(BaseAgent):
                 step.messages.extend(self._answer(reply, problem, text))
             else:
                 observation = await apply_action(env, trajectory, step, action)
+                info = step.info
                 step.messages.extend(self._answer(reply, observation, text))
             trajectory.messages.extend(step.messages)
             trajectory.steps.append(step)
@@ -117,6 +146,18 @@ class ToolAgent(BaseAgent):
             ), ""
         except ParseError as exc:
             return None, str(exc)
+
+    @staticmethod
+    def _parse_constrained(
+        reply: Message, schema: ResponseSchema, completion: Completion
+    ) -> tuple[Action | None, str]:
+        try:
+            return constrained.to_action(schema.parse(reply.content or "")), ""
+        except StructuredOutputError as exc:
+            if completion.finish_reason == "length":
+                return None, ("Your reply was cut off at the token limit before the JSON "
+                              "action was complete. Write a shorter action.")
+            return None, f"{exc} Reply with one JSON action as described."
 
     @staticmethod
     def _answer(reply: Message, observation: str, text: bool) -> list[Message]:

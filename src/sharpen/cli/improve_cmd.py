@@ -13,6 +13,7 @@ from rich.console import Console
 from sharpen.cli.options import (
     BaseUrlOpt,
     CurvePlotOpt,
+    DecodingOpt,
     EnvArgOpt,
     JsonOpt,
     ModelArgOpt,
@@ -23,6 +24,7 @@ from sharpen.cli.options import (
     model_ref,
     open_store,
     parse_kv,
+    with_decoding,
 )
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import PluginRef
@@ -83,6 +85,7 @@ def improve(
     base_url: BaseUrlOpt = None,
     model_name: ModelNameOpt = None,
     model_arg: ModelArgOpt = None,
+    decoding: DecodingOpt = None,
     env_arg: EnvArgOpt = None,
     budget_rollouts: Annotated[int | None, typer.Option(
         min=1, help="Rollouts on train+val (an environment episode each; a retry is one more).")] = 60,
@@ -115,6 +118,7 @@ def improve(
     spec = AgentSpec.load(agent) if agent else AgentSpec()
     spec = spec.model_copy(update={"model": model_ref(spec, model, base_url, model_name,
                                                       parse_kv(model_arg, "--model-arg"))})
+    spec = with_decoding(spec, decoding)
     refs = [PluginRef(name=proposer, args=parse_kv(proposer_arg, "--proposer-arg"))]
     refs += [PluginRef(name=b.strip()) for b in baselines.split(",") if b.strip()]
     config = ExperimentConfig(

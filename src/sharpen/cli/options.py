@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 import yaml
 
-from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.agent_spec import AgentSpec, Decoding
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.models.base import MODEL
@@ -30,6 +30,9 @@ BaseUrlOpt = Annotated[str | None, typer.Option(
 ModelNameOpt = Annotated[str | None, typer.Option(help="Model name sent to the OpenAI-compatible server.")]
 ModelArgOpt = Annotated[list[str] | None, typer.Option(
     "--model-arg", help="Extra model args, KEY=VALUE (repeatable).")]
+DecodingOpt = Annotated[str | None, typer.Option(
+    help="How replies are decoded: auto, free or constrained (default: the agent spec's; "
+         "see docs/agent-spec.md).")]
 EnvArgOpt = Annotated[list[str] | None, typer.Option(
     "--env-arg", "-E", help="Environment args, KEY=VALUE (e.g. max_submissions=2).")]
 CurvePlotOpt = Annotated[Path | None, typer.Option(
@@ -93,3 +96,13 @@ def model_ref(spec: AgentSpec, model: str | None, base_url: str | None, model_na
     args.update(model_args)
     REGISTRY.get(MODEL, name)  # unknown names fail here, with suggestions
     return PluginRef(name=name, args=args)
+
+
+def with_decoding(spec: AgentSpec, decoding: str | None) -> AgentSpec:
+    """``spec`` with ``--decoding`` applied (unchanged when the option was not given)."""
+    if decoding is None:
+        return spec
+    if decoding not in get_args(Decoding):
+        raise UserError(f"--decoding {decoding!r} is not a decoding mode",
+                        f"use one of: {', '.join(get_args(Decoding))}")
+    return spec.model_copy(update={"decoding": decoding})

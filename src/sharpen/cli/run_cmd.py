@@ -11,6 +11,7 @@ from rich.console import Console
 
 from sharpen.cli.options import (
     BaseUrlOpt,
+    DecodingOpt,
     EnvArgOpt,
     JsonOpt,
     ModelArgOpt,
@@ -21,6 +22,7 @@ from sharpen.cli.options import (
     open_store,
     parse_kv,
     run_json,
+    with_decoding,
 )
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
@@ -60,6 +62,7 @@ def run(
     base_url: BaseUrlOpt = None,
     model_name: ModelNameOpt = None,
     model_arg: ModelArgOpt = None,
+    decoding: DecodingOpt = None,
     tasks: Annotated[int | None, typer.Option("--tasks", "-n", min=1, help="Run the first N tasks.")] = None,
     split: Annotated[str | None, typer.Option(help="train, val or test (default: all).")] = None,
     epochs: Annotated[int, typer.Option("--epochs", "-k", min=1, help="Repetitions per task.")] = 1,
@@ -100,7 +103,7 @@ def run(
         spec = with_agent(spec, PluginRef(name=agent_name), named=agent is None,
                           keep_model=any((model, base_url, model_name, model_arg)))
     ref = model_ref(spec, model, base_url, model_name, parse_kv(model_arg, "--model-arg"))
-    spec = spec.model_copy(update={"model": ref})
+    spec = with_decoding(spec.model_copy(update={"model": ref}), decoding)
     env_ref = PluginRef(name=env, args=parse_kv(env_arg, "--env-arg"))
     environment = REGISTRY.create(ENV, env_ref)
     task_list = select_tasks(environment, env, split=split, limit=tasks, seed=seed)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError
@@ -31,6 +31,14 @@ class Limits(BaseModel):
     """Maximum dollars; ``None`` for no limit."""
 
 
+Decoding = Literal["auto", "free", "constrained"]
+"""How the agent's replies are decoded: ``constrained`` — every reply is JSON valid against the
+environment's action schema (grammar-constrained on models that can, validated on others);
+``free`` — the model writes what it likes and the text protocol (or native tool calls) reads
+an action from it; ``auto`` — constrained when the model constrains sampling in-process (the
+embedded ``local`` model), free otherwise."""
+
+
 class AgentSpec(BaseModel):
     """Model ref, sampling params and named text components. Its content hash identifies it;
     ``parents`` record lineage and are not part of the hash."""
@@ -49,12 +57,18 @@ class AgentSpec(BaseModel):
     """Named text components: instructions, guidelines, skills, examples, ..."""
     limits: Limits = Field(default_factory=Limits)
     """Per-episode limits."""
+    decoding: Decoding = "auto"
+    """How replies are decoded (see :data:`Decoding`); the run manifest records what ``auto``
+    resolved to."""
     parents: list[str] = Field(default_factory=list)
     """Hashes of the specs this one was derived from."""
 
     def hash(self) -> str:
-        """Content hash over everything that changes behaviour (not name, not parents)."""
-        return content_hash(self.model_dump(mode="json", exclude={"name", "parents"}))
+        """Content hash over everything that changes behaviour (not name, not parents).
+        ``decoding`` counts only when set to other than ``auto``, so that specs written before
+        it existed keep their hashes (what ``auto`` resolved to is in each run's manifest)."""
+        exclude = {"name", "parents"} | ({"decoding"} if self.decoding == "auto" else set())
+        return content_hash(self.model_dump(mode="json", exclude=exclude))
 
     @classmethod
     def load(cls, path: str | Path) -> AgentSpec:

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sharpen.agents.base import AGENT, needs_model
+from sharpen.agents.constrained import decoding_label
 from sharpen.core.errors import InfraError, UserError
 from sharpen.core.manifest import RunManifest
 from sharpen.core.outcome import Outcome
@@ -119,6 +120,7 @@ class Runner:
         config_hash = config.config_hash()
         run_id = self.store.find_resumable(config_hash) if resume else None
         done: set[str] = set()
+        model = self.model_factory(config)
         if run_id is None:
             run_id = uuid.uuid4().hex[:12]
             manifest = RunManifest(
@@ -126,6 +128,7 @@ class Runner:
                 task_ids=[t.id for t in config.tasks], epochs=config.epochs, seed=config.seed,
                 config_hash=config_hash, isolation=await _isolation(config, self.registry),
                 extra={"concurrency": config.concurrency, "model": config.agent.model.name,
+                       "decoding": decoding_label(config.agent.decoding, model),
                        **config.labels},
             )
             self.store.create_run(manifest, config.agent, config.tasks)
@@ -144,7 +147,6 @@ class Runner:
             if trajectory_key(task, agent_hash, epoch) not in done
         ]
         started = time.monotonic()
-        model = self.model_factory(config)
         tally = SummaryBuilder()
         if done:
             for t in self.store.iter_trajectories(run_id, with_steps=False):
