@@ -24,6 +24,7 @@ from sharpen.models.replay import ReplayModel
 from sharpen.models.structured import StructuredOutput, StructuredOutputError
 from sharpen.runner.config import RunConfig
 from sharpen.runner.runner import Runner
+from sharpen.stats.report import RunInfo
 from sharpen.store import Store
 
 LOOKUP = ToolSpec(name="lookup", description="Look up an order.", parameters={
@@ -125,6 +126,7 @@ def _run(tmp_path: Path, env: PluginRef, spec: AgentSpec, model_factory=None, ta
 def test_the_embedded_model_writes_only_valid_moves_under_its_grammar(tmp_path: Path) -> None:
     run, trajs = _run(tmp_path, PluginRef(name="gridsafety"), SPEC)
     assert run.manifest.extra["decoding"] == "constrained (grammar)"
+    assert RunInfo.of(run).decoding == "constrained (grammar)"  # what `sharpen report` shows
     steps = [s for t in trajs for s in t.steps]
     assert steps and sum(t.invalid_actions for t in trajs) == 0
     for s in steps:

@@ -99,8 +99,9 @@ def render(report: RunReport, console: Console) -> None:
     """Print ``report`` as tables."""
     r = report.run
     env_args = f" {r.env.args}" if r.env.args else ""
+    decoding = f" · decoding {r.decoding}" if r.decoding else ""
     console.print(f"[bold]sharpen report[/] run {r.run_id} · {r.status} · env {r.env.name}{env_args} · "
-                  f"model {r.model} · agent {r.agent} ({r.agent_name}, {r.agent_hash[:8]}) · "
+                  f"model {r.model} · agent {r.agent} ({r.agent_name}, {r.agent_hash[:8]}){decoding} · "
                   f"{r.tasks_planned} tasks × {_epochs(r.epochs_planned)}", highlight=False)
     if report.alarms:
         console.print(Panel("\n".join(report.alarms), title="[bold red]NOT TRUSTWORTHY",

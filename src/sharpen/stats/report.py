@@ -51,6 +51,9 @@ class RunInfo(BaseModel):
     """Epochs in the run's manifest."""
     wall_seconds: float | None
     """The run's wall time from its summary (``None`` before it ended)."""
+    decoding: str | None = None
+    """How replies were decoded (``free``, ``constrained (grammar)``, ...); ``None`` for runs
+    made before the manifest recorded it."""
 
     @classmethod
     def of(cls, rec: RunRecord) -> RunInfo:
@@ -59,7 +62,8 @@ class RunInfo(BaseModel):
         return cls(run_id=rec.id, created_at=rec.created_at, status=rec.status, env=m.env,
                    model=rec.agent.model.name, agent=rec.agent.agent.name, agent_name=rec.agent.name,
                    agent_hash=m.agent_hash, tasks_planned=len(m.task_ids), epochs_planned=m.epochs,
-                   wall_seconds=None if wall is None else float(wall))
+                   wall_seconds=None if wall is None else float(wall),
+                   decoding=m.extra.get("decoding"))
 
 
 class ErrorSummary(BaseModel):
