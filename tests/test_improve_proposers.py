@@ -209,8 +209,10 @@ def junk_server():
 
 def _junk_model(server, kind: str):
     url = f"http://127.0.0.1:{server.server_address[1]}/{kind}/v1"
+    # structured: none — the junk replies are fenced text, so the proposers must take the
+    # free path (a model that constrains gets JSON edits: tests/test_proposers_structured.py)
     return REGISTRY.create("model", PluginRef(name="openai", args={"base_url": url, "model": "junk",
-                                                                   "tools": False}))
+                                                                   "tools": False, "structured": "none"}))
 
 
 def _ctx(name: str, model, archive: Archive | None = None, parent: int = 0):

@@ -10,6 +10,11 @@ Text a proposer gets from its LLM goes through :meth:`ProposerLLM.ask`, which ra
 :class:`InvalidProposal` for output that was cut at ``max_tokens`` (:class:`CutReply`), holds ``<think>``
 reasoning, is empty, or is longer than the component limit. The engine retries an invalid
 proposal (up to ``max_invalid`` times) without spending rollouts, and charges its tokens.
+
+A proposer whose model constrains decoding (:attr:`ProposerLLM.constrains`: the model's
+``structured_output`` is ``grammar`` or ``server``) asks for its edit as JSON instead, through
+:meth:`ProposerLLM.ask_json` (:func:`~sharpen.models.structured.complete_structured`): the
+schema bounds the reply's form and length, so what is left to check is its content.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from sharpen.core.registry import Kind
 from sharpen.core.trajectory import Trajectory
 from sharpen.improvement.candidate import Archive, Candidate
 from sharpen.models.base import ChatModel
+from sharpen.models.structured import ResponseSchema, complete_structured, structured_output
 
 CHARS_PER_TOKEN = 4
 """Token estimate used for trimming (about four characters per token for English and code;
@@ -94,14 +100,42 @@ class ProposerLLM:
         self.rng = rng
         self.max_chars = max_chars
 
+    @property
+    def constrains(self) -> bool:
+        """Whether the model constrains decoding to a schema (``structured_output`` is
+        ``grammar`` or ``server``): proposers then ask for their edits with :meth:`ask_json`.
+        A model that only validates after the fact (every model that does not declare the
+        capability, and replay cassettes recorded before it existed) keeps the text path."""
+        return structured_output(self.model) != "validate"
+
+    def max_tokens(self, **params: Any) -> int | None:
+        """The ``max_tokens`` a call with ``params`` would get (``None`` when unset)."""
+        value = {**self.params, **params}.get("max_tokens")
+        return int(value) if value else None
+
+    def _messages(self, prompt: str, system: str | None) -> list[Message]:
+        return ([Message(role="system", content=system)] if system else []) + [
+            Message(role="user", content=prompt)
+        ]
+
+    async def ask_json(self, prompt: str, schema: ResponseSchema, *, system: str | None = None,
+                       **params: Any) -> Any:
+        """The model's reply to ``prompt`` as a JSON value valid against ``schema``
+        (:func:`~sharpen.models.structured.complete_structured`, which re-asks once with the
+        validation error); the usage of every attempt is charged. :class:`InvalidProposal`
+        with the reply's error when no attempt was valid."""
+        call = {**self.params, **params, "seed": self.rng.randrange(2**31)}
+        reply = await complete_structured(self.model, self._messages(prompt, system), schema, call)
+        self.charge(reply.usage)
+        if not reply.ok:
+            raise InvalidProposal(f"the proposer's reply is not a valid {schema.name}: {reply.error}")
+        return reply.value
+
     async def ask(self, prompt: str, *, system: str | None = None, **params: Any) -> str:
         """The model's reply to ``prompt``; :class:`InvalidProposal` if it was truncated,
         holds ``<think>``, is empty or is longer than ``max_chars``."""
-        messages = ([Message(role="system", content=system)] if system else []) + [
-            Message(role="user", content=prompt)
-        ]
         call = {**self.params, **params, "seed": self.rng.randrange(2**31)}
-        completion = await self.model.complete(messages, None, call)
+        completion = await self.model.complete(self._messages(prompt, system), None, call)
         self.charge(completion.usage)
         text = (completion.message.content or "").strip()
         if THINK.search(text):

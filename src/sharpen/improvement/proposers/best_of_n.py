@@ -13,7 +13,7 @@ from sharpen.improvement.proposal import BaseProposer, Proposal, ProposalContext
 from sharpen.improvement.proposers.rewrite import (
     DEFAULT_COMPONENT,
     FORMAT,
-    ask_for_text,
+    ask_for_edit,
     change_line,
     clip,
     with_component,
@@ -29,9 +29,10 @@ Write a variant of it: say the same in other words, and you may add one piece of
 advice that could help the agent. {fmt}"""
 
 
-def best_of_n_prompt(name: str, current: str) -> str:
-    """The rewrite prompt for ``current`` (the text of component ``name``)."""
-    return PROMPT.format(name=name, current=clip(current, 4000) if current else "(empty)", fmt=FORMAT)
+def best_of_n_prompt(name: str, current: str, fmt: str = FORMAT) -> str:
+    """The rewrite prompt for ``current`` (the text of component ``name``), ending with
+    ``fmt`` (how to reply)."""
+    return PROMPT.format(name=name, current=clip(current, 4000) if current else "(empty)", fmt=fmt)
 
 
 @register("proposer", "best_of_n")
@@ -48,7 +49,7 @@ class BestOfNProposer(BaseProposer):
     async def propose(self, ctx: ProposalContext) -> Proposal:
         """A sampled variant of the parent's ``component``."""
         current = ctx.parent.spec.components.get(self.component, "")
-        text = await ask_for_text(ctx.llm, best_of_n_prompt(self.component, current), current=current,
-                                  temperature=self.temperature)
-        return Proposal(spec=with_component(ctx.parent.spec, self.component, text),
-                        change=change_line("best_of_n", self.component, text))
+        edit = await ask_for_edit(ctx.llm, lambda fmt: best_of_n_prompt(self.component, current, fmt),
+                                  name=self.component, current=current, temperature=self.temperature)
+        return Proposal(spec=with_component(ctx.parent.spec, self.component, edit.text),
+                        change=change_line("best_of_n", self.component, edit.text, edit.rationale))

@@ -6,8 +6,9 @@ of two lineages.
 shows the proposer LLM its current text, the parent's traces on the *training* minibatch with
 the environment's feedback (:func:`~sharpen.improvement.proposal.reflective_dataset`), and the
 parent's rejection log, so the same rejected change is not tried again. The whole prompt is
-kept within ``ctx.reflection_tokens``. The reply's fenced block becomes the component's new
-text (see :mod:`~sharpen.improvement.proposers.rewrite` for the checks). A component the spec
+kept within ``ctx.reflection_tokens``. The reply — a JSON edit when the model constrains
+decoding, else a fenced block — becomes the component's new text (see
+:mod:`~sharpen.improvement.proposers.rewrite` for the checks). A component the spec
 does not have yet (``components: [guidelines]``) starts empty.
 
 **Merge.** With probability ``merge_prob``, when the archive's Pareto front holds two
@@ -30,7 +31,7 @@ from sharpen.improvement.candidate import Archive, Candidate
 from sharpen.improvement.proposal import BaseProposer, Proposal, ProposalContext, reflective_dataset
 from sharpen.improvement.proposers.rewrite import (
     FORMAT,
-    ask_for_text,
+    ask_for_edit,
     change_line,
     clip,
     rejection_lines,
@@ -59,16 +60,16 @@ Changes already tried that did NOT help (do not propose them again):
 """
 
 
-def evolve_prompt(ctx: ProposalContext, name: str, current: str) -> str:
-    """The reflection prompt for component ``name`` (see the module doc), within
-    ``ctx.reflection_tokens`` (the traces get what the rest leaves)."""
+def evolve_prompt(ctx: ProposalContext, name: str, current: str, fmt: str = FORMAT) -> str:
+    """The reflection prompt for component ``name`` (see the module doc), ending with ``fmt``
+    (how to reply), within ``ctx.reflection_tokens`` (the traces get what the rest leaves)."""
     log = rejection_lines(ctx.rejected)
     rejected = REJECTED.format(lines=log) if log else ""
     shown = clip(current, 2000) if current else "(empty)"
-    rest = PROMPT.format(name=name, current=shown, traces="", rejected=rejected, fmt=FORMAT)
+    rest = PROMPT.format(name=name, current=shown, traces="", rejected=rejected, fmt=fmt)
     budget = max(MIN_TRACE_TOKENS, ctx.reflection_tokens - tokens(rest))
     traces = reflective_dataset(ctx.minibatch, budget)
-    return PROMPT.format(name=name, current=shown, traces=traces, rejected=rejected, fmt=FORMAT)
+    return PROMPT.format(name=name, current=shown, traces=traces, rejected=rejected, fmt=fmt)
 
 
 def _changed(spec: AgentSpec, base: AgentSpec, name: str) -> bool:
@@ -153,9 +154,10 @@ class EvolveProposer(BaseProposer):
                 return merged
         name = self.component(ctx)
         current = ctx.parent.spec.components.get(name, "")
-        text = await ask_for_text(ctx.llm, evolve_prompt(ctx, name, current), current=current)
-        return Proposal(spec=with_component(ctx.parent.spec, name, text),
-                        change=change_line("evolve", name, text))
+        edit = await ask_for_edit(ctx.llm, lambda fmt: evolve_prompt(ctx, name, current, fmt),
+                                  name=name, current=current)
+        return Proposal(spec=with_component(ctx.parent.spec, name, edit.text),
+                        change=change_line("evolve", name, edit.text, edit.rationale))
 
     def merge(self, archive: Archive) -> Proposal | None:
         """A merge of the first pair not merged before whose child is new, or ``None``."""

@@ -17,7 +17,7 @@ from sharpen.improvement.proposal import BaseProposer, Proposal, ProposalContext
 from sharpen.improvement.proposers.rewrite import (
     DEFAULT_COMPONENT,
     FORMAT,
-    ask_for_text,
+    ask_for_edit,
     change_line,
     clip,
     tokens,
@@ -51,9 +51,9 @@ def _task_text(trajectory) -> str:
     return next((m.content for m in trajectory.messages if m.role == "user"), "") or ""
 
 
-def opro_prompt(ctx: ProposalContext, name: str, top_k: int, exemplars: int) -> str:
-    """The meta-prompt (see the module doc); texts are clipped so the prompt stays within
-    ``ctx.reflection_tokens``."""
+def opro_prompt(ctx: ProposalContext, name: str, top_k: int, exemplars: int, fmt: str = FORMAT) -> str:
+    """The meta-prompt (see the module doc), ending with ``fmt`` (how to reply); texts are
+    clipped so the prompt stays within ``ctx.reflection_tokens``."""
     scored = top_scored(ctx, name, top_k)
     share = max(200, ctx.reflection_tokens * 4 // (2 * max(1, len(scored))))
     body = "\n\n".join(f"text:\n```\n{clip(text, share)}\n```\nscore: {100 * score:.0f}%"
@@ -65,7 +65,7 @@ def opro_prompt(ctx: ProposalContext, name: str, top_k: int, exemplars: int) -> 
         each = room * 4 // len(tasks)
         examples = "\nThe agent is given tasks like these:\n\n" + "\n\n".join(
             f"Task:\n{clip(t.strip(), each)}" for t in tasks) + "\n"
-    return PROMPT.format(name=name, scored=body, examples=examples, fmt=FORMAT)
+    return PROMPT.format(name=name, scored=body, examples=examples, fmt=fmt)
 
 
 @register("proposer", "opro")
@@ -84,7 +84,8 @@ class OproProposer(BaseProposer):
         """A new text for ``component`` on the archive's best candidate."""
         base = ctx.archive.best()
         current = base.spec.components.get(self.component, "")
-        text = await ask_for_text(ctx.llm, opro_prompt(ctx, self.component, self.top_k, self.exemplars),
-                                  current=current)
-        child = with_component(base.spec, self.component, text, parents=[base.hash])
-        return Proposal(spec=child, change=change_line("opro", self.component, text))
+        edit = await ask_for_edit(
+            ctx.llm, lambda fmt: opro_prompt(ctx, self.component, self.top_k, self.exemplars, fmt),
+            name=self.component, current=current)
+        child = with_component(base.spec, self.component, edit.text, parents=[base.hash])
+        return Proposal(spec=child, change=change_line("opro", self.component, edit.text, edit.rationale))
