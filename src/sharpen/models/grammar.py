@@ -26,7 +26,8 @@ from typing import Any
 
 from sharpen.models.structured import ResponseSchema, UnsupportedSchema
 
-# What llama-cpp-python's converter turns into grammar rules (0.3.x), keyword by keyword.
+# What llama-cpp-python's converter turns into grammar rules (0.3.x), keyword by keyword; not
+# minimum/maximum, not even on an integer (0.3.36 leaves them as a TODO).
 _CONSTRAINING = frozenset({
     "type", "properties", "required", "additionalProperties", "items", "prefixItems",
     "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "pattern",
@@ -37,8 +38,12 @@ _ANNOTATIONS = frozenset({
     "$schema", "$id", "$defs", "definitions", "title", "description", "default", "examples",
     "$comment", "readOnly", "writeOnly", "deprecated",
 })
-_INTEGER_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 _FORMATS = frozenset({"date", "time", "date-time", "uuid"})
+
+# The converter's string character admits raw control characters (a newline, a tab), which
+# JSON forbids inside a string: replies with multi-line text did not parse. JSON's own set:
+_LAX_CHAR = r'char ::= [^"\\] |'
+_JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
 
 _NESTED_OPTIONAL = re.compile(r"\((?P<rule>[A-Za-z][\w-]*)(?P<more>(?: \((?P=rule))*)(?P<close>(?:\)\?)+)")
 
@@ -51,7 +56,6 @@ def unsupported_keywords(schema: Any, path: str = "") -> list[str]:
     where = path or "/"
     for key, value in schema.items():
         enforced = (key in _ANNOTATIONS or key in _CONSTRAINING
-                    or (key in _INTEGER_BOUNDS and schema.get("type") == "integer")
                     or (key == "format" and value in _FORMATS))
         if not enforced:
             found.append(f"{key} at {where}")
@@ -103,7 +107,7 @@ def schema_to_gbnf(rs: ResponseSchema) -> str:
             f"the embedded model cannot constrain decoding to schema {rs.name!r}: {exc}",
             "simplify the schema (local $refs, no not/if/then), or set decoding: free",
         ) from None
-    return _fold_repetitions(gbnf)
+    return _fold_repetitions(gbnf.replace(_LAX_CHAR, _JSON_CHAR))
 
 
 def compile_grammar(rs: ResponseSchema, model: Any) -> Any:
