@@ -51,6 +51,7 @@ import json
 import os
 import shlex
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -117,6 +118,21 @@ def recorded_decoding(db: Path) -> str | None:
         return str(runs[0].manifest.extra.get("decoding")) if runs else None
 
 
+def invalid_reasons(db: str) -> dict[str, int]:
+    """The feedback given for each invalid reply in ``db``, by its first sentence."""
+    if not Path(db).exists():
+        return {}
+    out: dict[str, int] = {}
+    with Store(f"sqlite:///{db}") as st:
+        runs = st.list_runs(limit=1)
+        for t in st.iter_trajectories(runs[0].id, with_messages=False) if runs else []:
+            for step in t.steps:
+                if step.invalid_action:
+                    key = step.invalid_action.split(". ")[0].split("\n")[0][:90]
+                    out[key] = out.get(key, 0) + 1
+    return out
+
+
 def aggregate(db: str) -> RunAggregate | None:
     if not Path(db).exists():
         return None
@@ -167,7 +183,7 @@ def grammar_costs(envs: list[str], reps: int, prompts: int, tokens: int) -> dict
 
     from sharpen.models.grammar import compile_grammar, schema_to_gbnf
     from sharpen.models.local import LocalModel
-    from sharpen.models.structured import ResponseSchema
+    from sharpen.models.structured import ResponseSchema, UnsupportedSchema
 
     llama = LocalModel(n_threads=1).llama
     compile_rows: list[dict[str, Any]] = []
@@ -176,10 +192,14 @@ def grammar_costs(envs: list[str], reps: int, prompts: int, tokens: int) -> dict
             compile_rows.append({"env": name, "error": rs})
             continue
         times = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            compile_grammar(rs, llama)
-            times.append(time.perf_counter() - t)
+        try:
+            for _ in range(reps):
+                t = time.perf_counter()
+                compile_grammar(rs, llama)
+                times.append(time.perf_counter() - t)
+        except UnsupportedSchema as exc:  # what the agent meets too: report it, go on
+            compile_rows.append({"env": name, "error": f"UnsupportedSchema: {exc}"})
+            continue
         compile_rows.append({"env": name, "schema_chars": len(json.dumps(rs.json_schema)),
                              "gbnf_chars": len(schema_to_gbnf(rs)),
                              "median_ms": 1000 * statistics.median(times),
@@ -235,6 +255,11 @@ def _status(c: dict[str, Any]) -> str:
     return f"crash {c['exit_code']}: `{c['error_line'].replace('|', '¦')[:120]}`"
 
 
+def ran(c: dict[str, Any]) -> bool:
+    """The CLI run ended normally and stored episodes."""
+    return c["exit_code"] == 0 and not c["timed_out"] and c["n_trajectories"] > 0
+
+
 def per_episode(c: dict[str, Any]) -> float | None:
     return c["invalid_actions"] / c["n_trajectories"] if c["n_trajectories"] else None
 
@@ -243,6 +268,10 @@ def reduction(free: float | None, con: float | None) -> float | None:
     if free is None or con is None or free == 0:
         return None
     return 1 - con / free
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}"
 
 
 def _ci(cmp: PairedComparison | None) -> str:
@@ -268,8 +297,11 @@ def summarise(cells: list[Cell], recs: dict[tuple[str, str], dict[str, Any]]) ->
         cmp = paired([pair["free"]["db"]], [pair["constrained"]["db"]])  # type: ignore[index]
         red = reduction(per_episode(f), per_episode(c))
         rows.append({"env": cell.env, "args": cell.flags() or "(defaults)", "free": f,
-                     "constrained": c, "reduction": red, "cmp": cmp,
+                     "constrained": c, "reduction": red, "cmp": cmp, "ok": ran(f) and ran(c),
+                     "why": invalid_reasons(pair["constrained"]["db"]),  # type: ignore[index]
                      "decoding_recorded": {m: pair[m]["decoding_recorded"] for m in MODES}})  # type: ignore[index]
+        if not rows[-1]["ok"]:  # a crashed or timed-out run is shown, never compared
+            continue
         by_env.setdefault(cell.env, {"free": [], "constrained": [], "rows": []})
         for m in MODES:
             by_env[cell.env][m].append(pair[m]["db"])  # type: ignore[index]
@@ -289,14 +321,17 @@ def summarise(cells: list[Cell], recs: dict[tuple[str, str], dict[str, Any]]) ->
 
 
 def report(cells: list[Cell], recs: dict[tuple[str, str], dict[str, Any]], costs: dict[str, Any] | None,
-           argv: list[str], tasks: int, started: datetime, loads: tuple[float, float | None],
-           final: bool) -> tuple[str, dict[str, Any]]:
+           argv: list[str], tasks: int, meta: dict[str, Any], final: bool,
+           notes: str = "") -> tuple[str, dict[str, Any]]:
+    """The markdown page and the raw JSON, from the cells cached so far."""
     s = summarise(cells, recs)
+    started = datetime.fromisoformat(meta["started"])
     planned = [c for c in cells if not c.skipped]
     lines = [
         "# Free vs constrained decoding on the embedded model",
         "",
-        f"`{shlex.join(['python', 'benchmarks/constrained_decoding.py', *argv])}` — started "
+        f"`{shlex.join(['python', 'benchmarks/constrained_decoding.py', *meta.get('argv', argv)])}`"
+        " (resumed from its cache until every cell was done) — started "
         f"{started:%Y-%m-%d %H:%M} UTC"
         + (f", written {datetime.now(UTC):%H:%M} UTC." if final else
            f"; **partial: written {datetime.now(UTC):%H:%M} UTC while running**."),
@@ -327,7 +362,8 @@ def report(cells: list[Cell], recs: dict[tuple[str, str], dict[str, Any]], costs
         f, c = r["free"], r["constrained"]
         pf, pc = per_episode(f), per_episode(c)
         inv = f"{pf:.2f} → {pc:.2f}" if pf is not None and pc is not None else "—"
-        red = "n/a (0 free)" if r["reduction"] is None else f"{r['reduction']:.0%}"
+        red = ("—" if not r["ok"] else "n/a (0 free)" if r["reduction"] is None
+               else f"{r['reduction']:.0%}")
         lines.append(
             f"| {r['env']} | {r['args']} | {inv} | {red} | {_rate(f)} | {_rate(c)} | {_ci(r['cmp'])} | "
             f"{f['input_tokens']:,} / {f['output_tokens']:,} | {c['input_tokens']:,} / "
@@ -354,11 +390,14 @@ def report(cells: list[Cell], recs: dict[tuple[str, str], dict[str, Any]], costs
         rates = (f"{cmp.rate_a:.0%} → {cmp.rate_b:.0%}" if cmp is not None and cmp.rate_a is not None
                  else "—")
         red = "n/a" if e["reduction"] is None else f"{e['reduction']:.0%}"
-        lines.append(f"| {env} | {e['cells']} | {ipe['free']:.2f} → {ipe['constrained']:.2f} | {red} | "
+        lines.append(f"| {env} | {e['cells']} | {_num(ipe['free'])} → {_num(ipe['constrained'])} | {red} | "
                      f"{'yes' if e['every_cell_90'] else 'no'} | {rates} | {_ci(cmp)} | "
                      f"{cmp.verdict if cmp else '—'} |")
-    n90 = sum(1 for r in s["rows"] if r["reduction"] is not None and r["reduction"] >= 0.9)
-    n_def = sum(1 for r in s["rows"] if r["reduction"] is not None)
+    ok = [r for r in s["rows"] if r["ok"]]
+    failed = [f"{r['env']} {r['args']}" for r in s["rows"] if not r["ok"]]
+    failed_envs = sorted({r["env"] for r in s["rows"] if not r["ok"]} - set(s["envs"]))
+    n90 = sum(1 for r in ok if r["reduction"] is not None and r["reduction"] >= 0.9)
+    n_def = sum(1 for r in ok if r["reduction"] is not None)
     env90 = [e for e, d in s["envs"].items() if d["every_cell_90"]]
     rose = [e for e, d in s["envs"].items() if excludes_zero(d["cmp"]) and d["cmp"].difference > 0]
     rose_cells = [f"{r['env']} {r['args']}" for r in s["rows"]
@@ -369,10 +408,15 @@ def report(cells: list[Cell], recs: dict[tuple[str, str], dict[str, Any]], costs
         "## Summary",
         "",
         f"- Invalid actions per episode fell by ≥ 90% in {n90} of {n_def} cells where free decoding "
-        f"had any ({len(s['rows']) - n_def} cell(s) had none in free decoding); in every cell of "
-        f"{len(env90)} of {len(s['envs'])} environments done ({', '.join(env90) or 'none'}). "
-        f"Target: every environment — "
-        f"{'met' if len(env90) == len(s['envs']) and s['envs'] else 'not met'} on the cells run.",
+        f"had any ({len(ok) - n_def} cell(s) had none in free decoding); in every cell of "
+        f"{len(env90)} of {len(s['envs']) + len(failed_envs)} environments "
+        f"({', '.join(env90) or 'none'}). Target: every environment — "
+        f"{'met' if len(env90) == len(s['envs']) and s['envs'] and not failed_envs else '**not met**'}"
+        " on the cells run.",
+        f"- Not compared (a run crashed or timed out; see the exit column): {len(failed)} cell(s)"
+        + (f" — {'; '.join(failed)}" if failed else "")
+        + (f". Environments with no comparable cell: {', '.join(failed_envs)}" if failed_envs else "")
+        + ".",
         f"- Success rose with a paired 95% interval excluding zero in {len(rose)} environment(s) "
         f"(pooled over difficulties): {', '.join(rose) or 'none'}; in single cells: "
         f"{', '.join(rose_cells) or 'none'}. Target: at least three environments — "
@@ -385,26 +429,48 @@ def report(cells: list[Cell], recs: dict[tuple[str, str], dict[str, Any]], costs
         + ", ".join(sorted({f"{m}: {r['decoding_recorded'][m]}" for r in s["rows"] for m in MODES})),
         "",
     ]
+    why = [(r, k, v) for r in ok for k, v in sorted(r["why"].items(), key=lambda kv: -kv[1])]
+    lines += ["## Why constrained replies were still invalid", "",
+              "The agent's feedback on each invalid constrained reply (its first sentence), per cell:",
+              "", "| env | args | feedback | replies |", "|---|---|---|---|",
+              *(f"| {r['env']} | {r['args']} | {k.replace('|', '¦')} | {v} |" for r, k, v in why),
+              *([] if why else ["| — | — | none | 0 |"]), ""]
     lines += grammar_section(costs)
     lines += [
         "## Machine",
         "",
         *(f"- {k}: {v}" for k, v in machine().items()),
-        f"- load average (1 min), start → end: {loads[0]:.2f} → "
-        + (f"{loads[1]:.2f}" if loads[1] is not None else "(still running)")
+        f"- load average (1 min), start → end: {meta['load_start']:.2f} → "
+        + (f"{meta['load_end']:.2f}" if final else "(still running)")
         + " on 2 cores shared with other work (above 2 means others competed with this run)",
+        f"- code: commit {meta['git_start']} at the start"
+        + (f", {meta['git_end']} at the end" if final else "")
+        + "; each cell's CLI runs the working tree as it is when the cell starts; files under src/ "
+        f"with uncommitted changes at the start: {meta['src_dirty_start'] or 'none'}"
+        + (f"; at the end: {meta['src_dirty_end'] or 'none'}" if final else ""),
         "",
+        *([notes.rstrip(), ""] if notes else []),
     ]
-    raw = {"argv": argv, "tasks": tasks, "started": started.isoformat(), "final": final,
-           "loads": loads, "costs": costs,
+    raw = {"argv": argv, "tasks": tasks, "meta": meta, "final": final, "costs": costs,
            "cells": [{"env": r["env"], "args": r["args"], "free": r["free"],
                       "constrained": r["constrained"], "reduction": r["reduction"],
-                      "decoding_recorded": r["decoding_recorded"],
+                      "decoding_recorded": r["decoding_recorded"], "ok": r["ok"],
+                      "constrained_invalid_feedback": r["why"],
                       "paired": r["cmp"].model_dump() if r["cmp"] else None} for r in s["rows"]],
            "envs": {e: {**{k: v for k, v in d.items() if k != "cmp"},
                         "paired": d["cmp"].model_dump() if d["cmp"] else None}
                     for e, d in s["envs"].items()}}
     return "\n".join(lines), raw
+
+
+def git_state() -> tuple[str, str]:
+    """HEAD's short hash and the src/ files with uncommitted changes (comma-separated)."""
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True)
+        return out.stdout.strip()
+
+    dirty = [ln[3:] for ln in git("status", "--short", "--", "src").splitlines() if ln.strip()]
+    return git("rev-parse", "--short", "HEAD"), ", ".join(dirty)
 
 
 def grammar_section(costs: dict[str, Any] | None) -> list[str]:
@@ -416,7 +482,7 @@ def grammar_section(costs: dict[str, Any] | None) -> list[str]:
              "| env | schema chars | GBNF chars | median ms | all ms |", "|---|---|---|---|---|"]
     for r in costs["compile"]:
         if "error" in r:
-            lines.append(f"| {r['env']} | — | — | — | {r['error'][:100]} |")
+            lines.append(f"| {r['env']} | — | — | — | {r['error'][:300]} |")
         else:
             lines.append(f"| {r['env']} | {r['schema_chars']:,} | {r['gbnf_chars']:,} | "
                          f"{r['median_ms']:.1f} | {', '.join(f'{x:.1f}' for x in r['times_ms'])} |")
@@ -454,13 +520,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gen-prompts", type=int, default=3)
     p.add_argument("--gen-tokens", type=int, default=150)
     p.add_argument("--skip-costs", action="store_true", help="do not measure the grammar costs")
+    p.add_argument("--report-only", action="store_true",
+                   help="write the page from the cached cells and run nothing")
+    p.add_argument("--notes", type=Path, default=None, help="markdown appended to the page")
     p.add_argument("--out", type=Path, default=RESULTS / "constrained_decoding.md")
     a = p.parse_args(argv)
     root: Path = a.store_dir
     for m in MODES:
         (root / m).mkdir(parents=True, exist_ok=True)
         (root / m / "agent.yaml").write_text(yaml.safe_dump(spec(m), sort_keys=False))
-    started, load0 = datetime.now(UTC), os.getloadavg()[0]
+    meta_file = root / "meta.json"  # the first start's, kept across resumes
+    if meta_file.exists():
+        meta = json.loads(meta_file.read_text())
+    else:
+        head, dirty = git_state()
+        meta = {"argv": argv, "started": datetime.now(UTC).isoformat(), "load_start": os.getloadavg()[0],
+                "git_start": head, "src_dirty_start": dirty}
+        meta_file.write_text(json.dumps(meta, indent=1))
+    load0 = os.getloadavg()[0]
+    notes = a.notes.read_text() if a.notes else ""
     cells = plan([e for e in a.envs.split(",") if e] or None)
     if a.difficulties:
         want = set(a.difficulties.split(","))
@@ -471,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
     costs_file = root / "grammar_costs.json"
     if costs_file.exists():
         costs = json.loads(costs_file.read_text())
-    elif not a.skip_costs:
+    elif not a.skip_costs and not a.report_only:
         envs = list(dict.fromkeys(c.env for c in cells if not c.skipped))
         costs = grammar_costs(envs, a.compile_reps, a.gen_prompts, a.gen_tokens)
         costs_file.write_text(json.dumps(costs, indent=1))
@@ -481,8 +559,10 @@ def main(argv: list[str] | None = None) -> int:
     lock = threading.Lock()
 
     def write(final: bool) -> None:
-        page, raw = report(cells, recs, costs, argv, a.tasks, started,
-                           (load0, os.getloadavg()[0] if final else None), final)
+        if final:
+            meta["load_end"] = os.getloadavg()[0]
+            meta["git_end"], meta["src_dirty_end"] = git_state()
+        page, raw = report(cells, recs, costs, argv, a.tasks, meta, final, notes)
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(page)
         a.out.with_suffix(".json").write_text(json.dumps(raw, indent=1, default=str))
@@ -499,6 +579,16 @@ def main(argv: list[str] | None = None) -> int:
             write(final=False)
 
     order = sorted((c for c in cells if not c.skipped), key=priority)
+    if a.report_only:
+        for c in order:
+            for m in MODES:
+                cache = root / "cells" / f"{label(c)}.{m}.json"
+                if cache.exists() and json.loads(cache.read_text())["tasks"] == a.tasks:
+                    recs[(label(c), m)] = json.loads(cache.read_text())
+        done = len(recs) == 2 * len(order)
+        write(final=done)
+        print(f"{len(recs)} of {2 * len(order)} runs cached; written to {a.out}")
+        return 0
     with ThreadPoolExecutor(max_workers=a.parallel) as pool:
         futures = [pool.submit(job, c, m) for c in order for m in MODES]
         for fut in futures:
