@@ -107,7 +107,8 @@ def ops_schema(rules: int, max_ops: int, rule_chars: int) -> ResponseSchema:
     """The schema of a JSON reply (see the module doc) for ``rules`` shown rules, at most
     ``max_ops`` operations and rule texts of at most ``rule_chars`` characters."""
     text = {"type": "string", "minLength": MIN_RULE_CHARS, "maxLength": rule_chars}
-    ref = {"type": "integer", "minimum": 1, "maximum": max(1, rules)}
+    # an enum, not minimum/maximum: the embedded model's grammar cannot bound an integer
+    ref = {"enum": list(range(1, max(1, rules) + 1))}
 
     def op(kind: dict[str, Any], **fields: dict[str, Any]) -> dict[str, Any]:
         return {"type": "object", "properties": {"op": kind, **fields},
