@@ -15,10 +15,19 @@ private value and never move back. The counter comes from the strategy:
 
 **Model** (agent vs agent): :class:`ModelOpponent` asks a chat model, with its own system
 prompt that states its role, its private value and the rules; it answers each offer with
-ACCEPT, WALK or a price. A reply is read leniently (:func:`parse_reply`: a leading ACCEPT or WALK, else the
-last number in it, else the words accept/deal or walk/no deal); an unusable reply
-is sent back once with a correction, and a second unusable reply is an ``error`` move, which
-ends the episode with error kind ``env`` — not the agent's fault.
+ACCEPT, WALK or a price, as free text read leniently (:func:`parse_reply`: a leading ACCEPT
+or WALK, else the last number in it, else the words accept/deal or walk/no deal) — whatever
+the model's :func:`~sharpen.models.structured.structured_output`. ``structured=True`` asks
+instead for JSON valid against :func:`move_schema` through
+:func:`~sharpen.models.structured.complete_structured` (``{"move": "accept"}``,
+``{"move": "walk"}`` or ``{"move": "counter", "price": N}``). It is off because it does not
+help where it was measured (``benchmarks/results/sim_parsing.md``, the embedded model, 30
+first offers): the text reading already read 30 of 30 replies; with the grammar every reply
+parsed too but was ``walk`` (30 of 30), ending each game at the first offer; asked for JSON
+without a grammar, 12 of 12 replies were unusable.
+
+Either way an unusable reply is sent back once with a correction, and a second unusable reply
+is an ``error`` move, which ends the episode with error kind ``env`` — not the agent's fault.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from sharpen.core.messages import Message
 from sharpen.envs.negotiation.deal import Deal
 from sharpen.envs.negotiation.episode import Episode, OpponentMove, money, parse_price
 from sharpen.models.base import ChatModel
+from sharpen.models.structured import ResponseSchema, complete_structured
 
 TFT_FIRST_STEP = 0.1
 """Fraction of the opening-to-value distance a tit-for-tat opponent concedes at once."""
@@ -117,21 +127,51 @@ def opponent_prompt(deal: Deal) -> str:
     )
 
 
+def move_schema(deal: Deal) -> ResponseSchema:
+    """The model opponent's move as JSON, for a model that constrains decoding: accept, walk,
+    or counter with a whole-unit price. The price's range (0 to ``deal.max_price``) is only
+    described, not a ``minimum``/``maximum``: the embedded model's grammar cannot enforce
+    integer bounds (:func:`~sharpen.models.grammar.unsupported_keywords`), so
+    :func:`read_move` checks it."""
+
+    def move(kind: str, **extra: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object", "properties": {"move": {"const": kind}, **extra},
+                "required": ["move", *extra], "additionalProperties": False}
+
+    price = {"type": "integer", "description": f"a whole number from 0 to {deal.max_price}"}
+    return ResponseSchema.of({"anyOf": [move("accept"), move("walk"), move("counter", price=price)]},
+                             name="move")
+
+
+def read_move(value: dict[str, Any], deal: Deal) -> OpponentMove | str:
+    """A move valid against :func:`move_schema` as an :class:`OpponentMove`, or why it is
+    unusable (a counter outside 0 to ``max_price``)."""
+    if value["move"] != "counter":
+        return OpponentMove(kind=value["move"])
+    if not 0 <= value["price"] <= deal.max_price:
+        return f"{value['price']} is not a price from 0 to {money(deal.max_price)}"
+    return OpponentMove(kind="counter", price=float(value["price"]))
+
+
 class ModelOpponent:
     """A chat model playing the opponent (see the module doc). One per episode: it keeps the
-    opponent's own conversation."""
+    opponent's own conversation. ``structured``: ask for :func:`move_schema` JSON instead of
+    reading text (off by default, see the module doc)."""
 
-    def __init__(self, model: ChatModel, deal: Deal, seed: int) -> None:
+    def __init__(self, model: ChatModel, deal: Deal, seed: int, *, structured: bool = False) -> None:
         self.model = model
         self.deal = deal
         self.params: dict[str, Any] = {"temperature": 0.0, "max_tokens": 32, "seed": seed}
         self.messages = [Message(role="system", content=opponent_prompt(deal))]
+        self.structured = structured
 
     async def respond(self, deal: Deal, ep: Episode, offer: float) -> OpponentMove:
         """Ask the model; one correction on an unusable reply, then an ``error`` move."""
         self.messages.append(Message(role="user", content=(
             f"Turn {ep.turns} of {deal.max_rounds}. The {deal.role} offers {money(offer)}. "
             f"Your standing offer is {money(ep.standing)}. ACCEPT, WALK or your counter-offer?")))
+        if self.structured:
+            return await self._respond_structured(deal)
         replies: list[str] = []
         problem = ""
         for _ in range(2):
@@ -148,6 +188,18 @@ class ModelOpponent:
                 "price as a number only.")))
         return OpponentMove(kind="error", replies=replies,
                             error=f"the opponent model gave no usable reply twice; last: {problem}")
+
+    async def _respond_structured(self, deal: Deal) -> OpponentMove:
+        """The move as JSON valid against :func:`move_schema` (one re-ask with the validation
+        error, by :func:`complete_structured`)."""
+        reply = await complete_structured(self.model, self.messages, move_schema(deal), self.params)
+        text = reply.completion.message.content or ""
+        self.messages.append(Message(role="assistant", content=text))
+        move = read_move(reply.value, deal) if reply.ok else reply.error or ""
+        if isinstance(move, str):
+            return OpponentMove(kind="error", replies=[text], error=(
+                f"the opponent model gave no valid move in {reply.attempts} tries; last: {move}"))
+        return move.model_copy(update={"replies": [text]})
 
     async def aclose(self) -> None:
         await self.model.aclose()
