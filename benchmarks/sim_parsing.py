@@ -19,8 +19,8 @@ each in three arms, same tasks, seeds and prompts:
 ``validate``
     :func:`~sharpen.models.structured.complete_structured` on the model presented as one that
     cannot constrain (``structured_output = "validate"``): the schema is appended as an
-    instruction and an invalid reply is re-asked once — what a model that declares no
-    capability gets;
+    instruction and an invalid reply is re-asked once — what ``complete_structured`` gives a
+    model that declares no capability (the parties do not use it: see the results);
 ``grammar``
     ``complete_structured`` with the schema compiled to a llama.cpp grammar (the embedded
     model's own capability), one re-ask as well.
@@ -38,6 +38,8 @@ Usage::
 
     .venv/bin/python benchmarks/sim_parsing.py                      # N=30 (validate arms: 12)
     .venv/bin/python benchmarks/sim_parsing.py --n 9 --validate-n 3  # a quick look
+
+The default run took 774 s at load average 4-7 on two cores shared with other work.
 
 The model runs with one llama.cpp thread (the machine is shared; greedy decoding, so the
 thread count changes speed, not replies). Results go to ``benchmarks/results/sim_parsing.md``.
