@@ -3,6 +3,8 @@ server running the embedded SmolLM2 GGUF in a subprocess."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from servers import llama_server_fixture
 
@@ -48,3 +50,27 @@ async def test_base_url_without_v1_is_a_user_error(llama_server: str) -> None:
         await model.complete(MESSAGES, params={"max_tokens": 2})
     await model.aclose()
     assert root in str(info.value) and "should end in /v1" in str(info.value)
+
+
+async def test_constrained_decoding_through_the_server(llama_server: str, tmp_path: Path) -> None:
+    """The tool agent in constrained decoding on an OpenAI-compatible server: the action schema
+    goes as response_format (llama-cpp-python's json_object form), every move is valid."""
+    from sharpen.core.agent_spec import AgentSpec, Limits
+    from sharpen.core.registry import REGISTRY, PluginRef
+    from sharpen.envs.base import ENV
+    from sharpen.runner.config import RunConfig
+    from sharpen.runner.runner import Runner
+    from sharpen.store import Store
+
+    model = PluginRef(name="openai", args={"base_url": llama_server, "tools": False,
+                                           "structured": "json_object"})
+    spec = AgentSpec(model=model, decoding="constrained", params={"temperature": 0.0, "max_tokens": 40},
+                     limits=Limits(max_steps=3))
+    env = PluginRef(name="gridsafety")
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    config = RunConfig(env=env, agent=spec, tasks=REGISTRY.create(ENV, env).list_tasks("test")[:1])
+    summary = await Runner(store, progress=False).run(config)
+    assert store.get_run(summary.run_id).manifest.extra["decoding"] == "constrained (server)"
+    [traj] = list(store.iter_trajectories(summary.run_id))
+    assert traj.steps and traj.invalid_actions == 0
+    assert all(s.action is not None and s.action.tool == "move" for s in traj.steps)
