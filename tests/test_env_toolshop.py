@@ -342,10 +342,12 @@ def test_check_reply_labels_simulator_failures():
 
 
 def _customer() -> dict:
-    """The replayed SmolLM2 customer (recorded when SHARPEN_RECORD_TOOLSHOP is set)."""
+    """The replayed SmolLM2 customer (recorded when SHARPEN_RECORD_TOOLSHOP is set), read as
+    text: ``structured_output: validate`` keeps a re-recording on the text path (the grammar
+    path has its own cassette, tests/test_sim_structured.py)."""
     mode = "record" if os.environ.get("SHARPEN_RECORD_TOOLSHOP") else "replay"
     return {"name": "replay", "args": {"cassette": str(CASSETTE), "mode": mode, "latency_s": 0,
-                                       "inner": {"name": "local"}}}
+                                       "inner": {"name": "local"}, "structured_output": "validate"}}
 
 
 async def test_simulated_customer_conversation_from_a_real_model():

@@ -8,7 +8,10 @@ agent knows — its own value, its offers, the opponent's offers — never the o
 - :class:`ScriptedCritic` (env arg ``critic: scripted``): deterministic rules, e.g. "You
   conceded $30 in one move: 43% of the margin you had left before your value of $470."
 - :class:`ModelCritic` (env arg ``critic: {name: ..., args: ...}``): a chat model asked for
-  one sentence of advice; an empty reply gives no comment.
+  one sentence of advice; an empty reply gives no comment. The advice is free text that
+  nothing parses — it is shown to the agent as written, cut at :data:`MAX_COMMENT` — so it is
+  asked for without a response schema: JSON around one sentence would add tokens and bound
+  nothing that ``max_tokens`` and the cut do not.
 """
 
 from __future__ import annotations
