@@ -20,13 +20,14 @@ reply is bounded and the end of the conversation is a field, not a marker to spe
 for the marker); its JSON is what the simulator's conversation keeps. Any other model's
 reply is free text, read as above. Measured on the embedded model
 (``benchmarks/results/sim_parsing.md``, 30 turns): 8 unusable turns with the grammar, 13 as
-text (no parroting of the agent with the grammar; loops in both), at about twice the
+text (no parroting of the agent with the grammar; loops in both), at 1.7× the output
 tokens; asked for JSON without a grammar, 12 of 12 turns were unusable.
 
 :func:`check_reply` labels a reply the simulator got wrong — empty, far too long, a
 parrot of the agent's message (the simulator playing the agent), one sentence said three
 times or more (a degenerate loop), lines of its own prompt leaked, ``###STOP###`` in the
-first message or anywhere but the end, or a mangled stop marker — and a model that raises (other than a
+first message or anywhere but the end, or a mangled stop marker — as does a constrained
+model's reply with no valid JSON after the re-ask, and a model that raises (other than a
 :class:`~sharpen.core.errors.UserError`, which is a configuration mistake and stops the
 run) fails the same way. Such a failure ends the episode with ``error_kind="user_sim"``: it
 is never the agent's fault.
