@@ -346,10 +346,25 @@ def test_a_needs_model_that_is_not_a_bool_is_caught() -> None:
 
 @pytest.mark.parametrize("scenario", ["ok", "tools"])
 def test_the_openai_backend_passes_check_model(scripted: ScriptedServer, scenario: str) -> None:
-    report = check_model(openai_ref(scripted, scenario))
+    # The scripted server ignores response_format: told so, the model validates instead.
+    report = check_model(openai_ref(scripted, scenario, structured="none"))
     report.raise_for_problems()
     expected = "1 call(s) of 'submit'" if scenario == "tools" else "text"
     assert f"tools: with one tool offered, the reply is {expected}" in report.passed
+    assert any(n.startswith("structured: structured_output is 'validate'") for n in report.notes)
+
+
+def test_a_server_that_ignores_the_response_schema_is_caught(scripted: ScriptedServer) -> None:
+    """``structured: json_schema`` (the default) promises a constrained reply; the scripted
+    server answers "hello" whatever the response_format."""
+    report = check_model(openai_ref(scripted, "ok"))
+    [message] = problems(report, "structured")
+    assert message.startswith("structured_output is 'server', yet the reply to a request with "
+                              "a response_schema is not valid against it: The reply is not "
+                              "valid JSON")
+    assert "set structured to what the server speaks, or none" in message
+    path, _, body = scripted.requests[-1]
+    assert path.startswith("/ok/") and body["response_format"]["type"] == "json_schema"
 
 
 def test_a_backend_that_fails_is_a_problem_naming_the_fix(scripted: ScriptedServer) -> None:

@@ -9,6 +9,10 @@ Checks:
   assistant message, a known ``finish_reason`` and usage that is never negative;
 - ``tools`` — when ``supports_tools``, a request offering one tool returns text or calls of
   that tool only, with arguments as a dict;
+- ``structured`` — when its ``structured_output`` is ``grammar`` or ``server`` (it constrains
+  decoding to a response schema), a request with a small nested schema gets a reply valid
+  against it, through :func:`~sharpen.models.structured.complete_structured` without a re-ask;
+  a ``validate`` model is noted, not checked;
 - ``aclose`` — ``aclose()`` returns without raising.
 
 The requests are real: the backend must be reachable (a server up, weights installed).
@@ -25,6 +29,7 @@ from sharpen.core.errors import InfraError
 from sharpen.core.messages import Message, ToolSpec
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.models.base import MODEL, ChatModel, Completion, FinishReason
+from sharpen.models.structured import UnsupportedSchema, complete_structured, structured_output
 
 PARAMS = {"temperature": 0.0, "max_tokens": 32}
 """Sampling parameters of the check's requests: short and greedy."""
@@ -36,6 +41,21 @@ PROBE_TOOL = ToolSpec(
 """The one tool offered by the ``tools`` check."""
 CALL_SECONDS = 120.0
 """The most one checked request may take."""
+PROBE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "word": {"type": "string", "maxLength": 12},
+        "items": {"type": "array", "maxItems": 2, "items": {
+            "type": "object",
+            "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}},
+            "required": ["n", "ok"], "additionalProperties": False}},
+    },
+    "required": ["word", "items"], "additionalProperties": False,
+}
+"""The nested schema of the ``structured`` check (every keyword one the embedded model's
+grammar and OpenAI's strict mode both take)."""
+STRUCTURED_PARAMS = {"temperature": 0.0, "max_tokens": 96}
+"""Sampling parameters of the ``structured`` request: room for the longest short reply."""
 
 
 def completion_faults(c: object) -> list[str]:
@@ -73,7 +93,8 @@ async def acheck_model(
     registry: Registry = REGISTRY,
 ) -> CheckReport:
     """Check the model backend ``model`` (name, reference or ``{name, args}``; ``args``
-    merged over its own) with two short real requests. Never raises for a failed check."""
+    merged over its own) with short real requests (two, and a third with a response schema
+    when the model constrains decoding). Never raises for a failed check."""
     ref = plugin_ref(model, args)
     r = CheckReport(kind="model", name=ref.name)
     try:
@@ -84,6 +105,8 @@ async def acheck_model(
     r.pass_("build", f"{type(chat).__qualname__} meets the ChatModel contract")
     try:
         await _check(chat, r)
+        if not r.failed("complete"):
+            await _check_structured(chat, r)
     finally:
         try:
             await chat.aclose()
@@ -138,6 +161,35 @@ async def _check(chat: ChatModel, r: CheckReport) -> None:
         what = f"{len(reply.message.tool_calls)} call(s) of {PROBE_TOOL.name!r}" \
             if reply.message.tool_calls else "text"
         r.pass_("tools", f"with one tool offered, the reply is {what}")
+
+
+async def _check_structured(chat: ChatModel, r: CheckReport) -> None:
+    mode = structured_output(chat)
+    if mode == "validate":
+        r.note("structured", "structured_output is 'validate': decoding is not constrained, "
+               "replies are validated after the fact (declare 'grammar' or 'server' and honour "
+               "response_schema if the backend can constrain)")
+        return
+    prompt = Message(role="user", content="Reply with a word and two items as JSON.")
+    try:
+        reply = await asyncio.wait_for(
+            complete_structured(chat, [prompt], PROBE_SCHEMA, dict(STRUCTURED_PARAMS), reasks=0),
+            CALL_SECONDS)
+    except UnsupportedSchema as exc:
+        r.fail("structured", f"structured_output is {mode!r}, yet the backend refused a small "
+               f"nested schema: {exc}")
+        return
+    except Exception as exc:  # noqa: BLE001
+        _call_failed(r, "structured", exc)
+        return
+    if not reply.ok:
+        r.fail("structured", f"structured_output is {mode!r}, yet the reply to a request with a "
+               f"response_schema is not valid against it: {reply.error} — constrain decoding "
+               "to response_schema, or declare structured_output 'validate' (for openai: "
+               "set structured to what the server speaks, or none)")
+        return
+    r.pass_("structured", f"mode {mode!r}: a constrained reply is valid against a nested schema "
+            f"({reply.usage.output_tokens} tokens)")
 
 
 def check_model(
