@@ -62,3 +62,27 @@ def test_from_outcomes_with_missing_pairs_and_all_or_nothing_tasks() -> None:
 def test_nothing_to_fit_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="at least one attempt"):
         fit(Responses(agents=[], tasks=[], successes=[], attempts=[]))
+
+
+def test_from_stored_runs_counts_valid_trials_only() -> None:
+    from sharpen.core.outcome import Outcome
+    from sharpen.core.task import TaskSpec
+    from sharpen.core.trajectory import Trajectory
+    from sharpen.stats.taskdata import TaskTable, aggregate_trajectories
+
+    def run(name: str, results: dict[str, list[Outcome]]) -> TaskTable:
+        trajs = [Trajectory(task=TaskSpec(env="code", id=task), agent_hash=name, epoch=e, outcome=o)
+                 for task, outs in results.items() for e, o in enumerate(outs)]
+        return TaskTable.from_aggregate(aggregate_trajectories(name, trajs))
+
+    ok, bad = Outcome(success=True), Outcome(success=False)
+    infra = Outcome(success=False, error_kind="infra")  # not the agent's: left out
+    tables = {"a": run("a", {"t1": [ok, ok], "t2": [ok, infra]}),
+              "b": run("b", {"t1": [ok, bad], "t2": [bad, bad]})}
+    responses = Responses.from_tables(tables)
+    assert responses.agents == ["a", "b"] and sorted(responses.tasks) == ["t1", "t2"]
+    row = dict(zip(responses.tasks, zip(responses.successes[0], responses.attempts[0], strict=True),
+                   strict=True))
+    assert row == {"t1": (2, 2), "t2": (1, 1)}
+    ability = {x.agent: x.theta for x in fit(responses, "1pl").abilities}
+    assert ability["a"] > ability["b"]

@@ -16,13 +16,16 @@ square roots of the diagonal of the inverse Hessian of the negative log posterio
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel
 from scipy.optimize import minimize
 from scipy.special import expit
+
+if TYPE_CHECKING:
+    from sharpen.stats.taskdata import TaskTable
 
 IRTModel = Literal["1pl", "2pl"]
 
@@ -90,6 +93,17 @@ class Responses(BaseModel):
         succ = [[cells.get((x, y), [0, 0])[0] for y in t] for x in a]
         att = [[cells.get((x, y), [0, 0])[1] for y in t] for x in a]
         return cls(agents=a, tasks=t, successes=succ, attempts=att)
+
+    @classmethod
+    def from_tables(cls, tables: Mapping[str, TaskTable]) -> Responses:
+        """From stored runs, one :class:`~sharpen.stats.taskdata.TaskTable` per agent label:
+        a task's valid trials and successes (errored attempts are not the agent's and are
+        left out, as in every rate). Tasks are matched by id across runs."""
+        outcomes: list[tuple[str, str, bool]] = []
+        for agent, table in tables.items():
+            for task, n, c in zip(table.task_id, table.n, table.c, strict=True):
+                outcomes += [(agent, task, True)] * int(c) + [(agent, task, False)] * int(n - c)
+        return cls.of(outcomes)
 
 
 def fit(responses: Responses, model: IRTModel = "2pl", max_iter: int = 500) -> IRTFit:
