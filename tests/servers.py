@@ -36,10 +36,12 @@ def start_llama_server(
     model_path: str | Path | None = None,
     n_ctx: int = 2048,
     ready_timeout: float = 180.0,
+    n_threads: int | None = None,
 ) -> tuple[str, subprocess.Popen[bytes]]:
     """Start ``python -m llama_cpp.server`` on a free loopback port and wait until
     ``/v1/models`` answers. Returns ``(base_url, process)``; ``base_url`` ends in ``/v1``.
-    Stop it with :func:`stop_server`. Skips the calling test if llama-cpp-python (with its
+    ``n_threads`` defaults to every core this process may use. Stop it with
+    :func:`stop_server`. Skips the calling test if llama-cpp-python (with its
     server extra) or the GGUF is not installed; fails with the server log if it dies."""
     pytest.importorskip("llama_cpp", reason="needs llama-cpp-python (pip install 'sharpen[local]')")
     pytest.importorskip("uvicorn", reason="needs llama-cpp-python[server]")
@@ -58,7 +60,7 @@ def start_llama_server(
         "--model", str(model_path),
         "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", str(n_ctx),
-        "--n_threads", str(len(os.sched_getaffinity(0))),
+        "--n_threads", str(n_threads or len(os.sched_getaffinity(0))),
     ]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     proc.log_path = log.name  # type: ignore[attr-defined]
