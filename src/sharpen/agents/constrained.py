@@ -70,7 +70,9 @@ def action_schema(tools: list[ToolSpec], admissible: list[str] | None = None) ->
             "additionalProperties": False,
         })
     schema = variants[0] if len(variants) == 1 else {"anyOf": variants}
-    return ResponseSchema.of(schema, name="action")
+    # Not strict: an environment's tool schema may say more than a backend can enforce (an
+    # integer's bounds, for the embedded model's grammar); the rest is checked on the reply.
+    return ResponseSchema.of(schema, name="action", strict=False)
 
 
 def admissible_of(info: dict[str, Any]) -> list[str] | None:

@@ -72,6 +72,26 @@ def unsupported_keywords(schema: Any, path: str = "") -> list[str]:
     return found
 
 
+def _enforceable(schema: Any) -> Any:
+    """``schema`` without the keywords :func:`unsupported_keywords` reports (a non-local
+    ``$ref`` stays: without it nothing would be left to constrain)."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if not (key in _ANNOTATIONS or key in _CONSTRAINING
+                or (key == "format" and value in _FORMATS)):
+            continue
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            value = {name: _enforceable(sub) for name, sub in value.items()}
+        elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
+            value = [_enforceable(sub) for sub in value]
+        elif key in ("items", "additionalProperties"):
+            value = _enforceable(value)
+        out[key] = value
+    return out
+
+
 def _fold_repetitions(gbnf: str) -> str:
     """``(r (r (r)?)?)?`` → ``r{0,3}``: the same language, in the form llama.cpp parses for
     any length."""
@@ -89,8 +109,10 @@ def _fold_repetitions(gbnf: str) -> str:
 
 def schema_to_gbnf(rs: ResponseSchema) -> str:
     """The GBNF grammar of ``rs``; :class:`UnsupportedSchema` when it uses a keyword the
-    grammar cannot enforce."""
-    bad = unsupported_keywords(rs.json_schema)
+    grammar cannot enforce — unless ``rs.strict`` is off: then such keywords are left out of
+    the grammar (the reply is validated against them afterwards)."""
+    schema = rs.json_schema if rs.strict else _enforceable(rs.json_schema)
+    bad = unsupported_keywords(schema)
     if bad:
         raise UnsupportedSchema(
             f"the embedded model cannot constrain decoding to schema {rs.name!r}: "
@@ -101,7 +123,7 @@ def schema_to_gbnf(rs: ResponseSchema) -> str:
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
-        gbnf = json_schema_to_gbnf(json.dumps(rs.json_schema))
+        gbnf = json_schema_to_gbnf(json.dumps(schema))
     except (AssertionError, ValueError, KeyError, TypeError) as exc:
         raise UnsupportedSchema(
             f"the embedded model cannot constrain decoding to schema {rs.name!r}: {exc}",

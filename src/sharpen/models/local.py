@@ -124,7 +124,7 @@ class _Shared:
 
     def grammar(self, rs: ResponseSchema) -> Any:
         """The compiled grammar of ``rs``, cached by schema hash (call on the model's thread)."""
-        key = rs.hash()
+        key = f"{rs.hash()}:{rs.strict}"  # a lax schema compiles to another grammar
         if key not in self.grammars:
             self.grammars[key] = compile_grammar(rs, self.llama)
         return self.grammars[key]

@@ -56,7 +56,9 @@ def _request(
         "params": params or {},
     }
     if response_schema is not None:
-        request["response_schema"] = response_schema.model_dump(mode="json", by_alias=True)
+        # Defaults left out, so that a field added with its default keeps recorded keys.
+        request["response_schema"] = response_schema.model_dump(mode="json", by_alias=True,
+                                                                exclude_defaults=True)
     return request
 
 

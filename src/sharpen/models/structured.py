@@ -59,17 +59,23 @@ class ResponseSchema(BaseModel):
     """Short identifier of what the reply is (``action``, ``edit``, ``verdict``)."""
     json_schema: dict[str, Any] = Field(alias="schema")
     """The JSON Schema (Draft 2020-12)."""
+    strict: bool = True
+    """A backend that cannot enforce some keyword of the schema refuses it
+    (:class:`UnsupportedSchema`); with ``False`` it constrains what it can and leaves the rest
+    to the validation every reply gets — for schemas the caller does not write, such as an
+    environment's tool arguments in an agent's action schema."""
 
     @classmethod
     def of(cls, schema: dict[str, Any] | type[BaseModel] | ResponseSchema,
-           name: str | None = None) -> ResponseSchema:
+           name: str | None = None, *, strict: bool = True) -> ResponseSchema:
         """A ResponseSchema from a JSON Schema dict, a pydantic model class (its
         ``model_json_schema()``) or another ResponseSchema (renamed when ``name`` is given).
         :class:`UserError` for a schema that is not a valid JSON Schema."""
         if isinstance(schema, ResponseSchema):
             return schema if name is None else schema.model_copy(update={"name": name})
         if isinstance(schema, type) and issubclass(schema, BaseModel):
-            return cls(name=name or schema.__name__, schema=schema.model_json_schema())
+            return cls(name=name or schema.__name__, schema=schema.model_json_schema(),
+                       strict=strict)
         if not isinstance(schema, dict):
             raise UserError(f"response schema must be a JSON Schema object, got {type(schema).__name__}",
                             "pass a dict such as {'type': 'object', ...} or a pydantic model class")
@@ -78,7 +84,7 @@ class ResponseSchema(BaseModel):
         except jsonschema.SchemaError as exc:
             raise UserError(f"response schema is not a valid JSON Schema: {exc.message}",
                             "fix the schema (Draft 2020-12)") from None
-        return cls(name=name or "response", schema=schema)
+        return cls(name=name or "response", schema=schema, strict=strict)
 
     def hash(self) -> str:
         """Content hash of the schema (not the name)."""
