@@ -159,3 +159,19 @@ def test_free_decoding_and_a_validating_model_are_recorded_as_such(tmp_path: Pat
             assert "JSON" in s.invalid_action or "schema" in s.invalid_action
         else:
             assert json.loads(s.messages[0].content or "")["tool"] == "move"
+
+
+def test_tool_bounds_the_grammar_cannot_enforce_are_checked_on_the_reply() -> None:
+    from sharpen.envs.negotiation.env import NegotiationEnv
+    from sharpen.models.grammar import schema_to_gbnf
+    from sharpen.models.structured import UnsupportedSchema
+
+    schema = constrained.action_schema(NegotiationEnv().tools)
+    assert "minimum" in json.dumps(schema.json_schema)  # the price is bounded below
+    assert "root ::=" in schema_to_gbnf(schema)  # lax: the grammar constrains the rest
+    with pytest.raises(UnsupportedSchema, match="minimum"):  # a strict schema is refused
+        schema_to_gbnf(schema.model_copy(update={"strict": True}))
+    tool = NegotiationEnv().tools[0]
+    negative = {"tool": tool.name, "arguments": {tool.text_argument: -5}}
+    with pytest.raises(StructuredOutputError):  # and the reply is still validated in full
+        schema.parse(json.dumps(negative))
