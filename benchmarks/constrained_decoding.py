@@ -128,7 +128,7 @@ def invalid_reasons(db: str) -> dict[str, int]:
         for t in st.iter_trajectories(runs[0].id, with_messages=False) if runs else []:
             for step in t.steps:
                 if step.invalid_action:
-                    key = step.invalid_action.split(". ")[0].split("\n")[0][:90]
+                    key = step.invalid_action.split("\n")[0][:80]
                     out[key] = out.get(key, 0) + 1
     return out
 
@@ -431,11 +431,11 @@ def report(cells: list[Cell], recs: dict[tuple[str, str], dict[str, Any]], costs
     ]
     why = [(r, k, v) for r in ok for k, v in sorted(r["why"].items(), key=lambda kv: -kv[1])]
     lines += ["## Why constrained replies were still invalid", "",
-              "The agent's feedback on each invalid constrained reply (its first sentence), per cell:",
+              "The agent's feedback on each invalid constrained reply (its first 80 characters), per cell:",
               "", "| env | args | feedback | replies |", "|---|---|---|---|",
               *(f"| {r['env']} | {r['args']} | {k.replace('|', '¦')} | {v} |" for r, k, v in why),
               *([] if why else ["| — | — | none | 0 |"]), ""]
-    lines += grammar_section(costs)
+    lines += grammar_section(costs, meta.get("costs_end"))
     lines += [
         "## Machine",
         "",
@@ -466,38 +466,44 @@ def report(cells: list[Cell], recs: dict[tuple[str, str], dict[str, Any]], costs
 def git_state() -> tuple[str, str]:
     """HEAD's short hash and the src/ files with uncommitted changes (comma-separated)."""
     def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True)
-        return out.stdout.strip()
+        return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True, text=True).stdout
 
     dirty = [ln[3:] for ln in git("status", "--short", "--", "src").splitlines() if ln.strip()]
-    return git("rev-parse", "--short", "HEAD"), ", ".join(dirty)
+    return git("rev-parse", "--short", "HEAD").strip(), ", ".join(dirty)
 
 
-def grammar_section(costs: dict[str, Any] | None) -> list[str]:
+def grammar_section(costs: dict[str, Any] | None, end: dict[str, Any] | None = None) -> list[str]:
     if not costs:
         return ["## Grammar costs", "", "(not measured in this run)", ""]
-    lines = ["## Grammar costs (same run, before the episodes)", "",
+    lines = ["## Grammar costs (same run, before and after the episodes)", "",
              "`compile_grammar` on each environment's action schema (as built at the first step of "
-             "its first test task, default arguments), median of the repetitions:", "",
-             "| env | schema chars | GBNF chars | median ms | all ms |", "|---|---|---|---|---|"]
-    for r in costs["compile"]:
-        if "error" in r:
-            lines.append(f"| {r['env']} | — | — | — | {r['error'][:300]} |")
-        else:
-            lines.append(f"| {r['env']} | {r['schema_chars']:,} | {r['gbnf_chars']:,} | "
-                         f"{r['median_ms']:.1f} | {', '.join(f'{x:.1f}' for x in r['times_ms'])} |")
-    g, pt = costs["generation"], costs["ms_per_token"]
+             "its first test task, default arguments), median of the repetitions, in ms:", "",
+             "| env | when | schema chars | GBNF chars | median ms | all ms |", "|---|---|---|---|---|---|"]
+    for when, c in (("before", costs), ("after", end)):
+        for r in (c or {}).get("compile", []):
+            if "error" in r:
+                lines.append(f"| {r['env']} | {when} | — | — | — | {r['error'][:300]} |")
+            else:
+                times = ", ".join(f"{x:.3f}" for x in r["times_ms"])
+                lines.append(f"| {r['env']} | {when} | {r['schema_chars']:,} | {r['gbnf_chars']:,} | "
+                             f"{r['median_ms']:.3f} | {times} |")
     lines += ["", f"Sampling: {costs['prompts']} prompts × {costs['tokens']} tokens, temperature 0.7, "
               "seeded, 1 thread, end-of-sequence banned; constrained = a required string of ≥ 4,000 "
-              "characters. ms/token = (call wall time − llama.cpp's prompt-eval time) / tokens.", "",
-              "| mode | tokens | ms / token (per prompt) | ms / token (all) |", "|---|---|---|---|"]
-    for m in ("free", "constrained"):
-        each = ", ".join(f"{r['ms_per_token']:.1f}" for r in g[m])
-        lines.append(f"| {m} | {sum(r['tokens'] for r in g[m])} | {each} | {pt[m]:.2f} |")
-    slower = costs["ratio"] - 1
-    lines += ["", f"Constrained / free per token: **{costs['ratio']:.2f}×** ({slower:+.0%}); target ≤ "
-              f"+15%: {'met' if slower <= 0.15 else '**not met**'}. Load average when measured: "
-              f"{costs['load']:.2f}.", ""]
+              "characters. ms/token = (call wall time − llama.cpp's prompt-eval time) / tokens. "
+              "Measured before the episodes and again after them (same code, same prompts).", "",
+              "| when | load | mode | tokens | ms / token (per prompt) | ms / token (all) | "
+              "constrained / free |", "|---|---|---|---|---|---|---|"]
+    for when, c in (("before", costs), ("after", end)):
+        if not c:
+            continue
+        for m in ("free", "constrained"):
+            rows = c["generation"][m]
+            each = ", ".join(f"{r['ms_per_token']:.1f}" for r in rows)
+            ratio = f"**{c['ratio']:.2f}×** ({c['ratio'] - 1:+.0%})" if m == "constrained" else ""
+            lines.append(f"| {when} | {c['load']:.1f} | {m} | {sum(r['tokens'] for r in rows)} | "
+                         f"{each} | {c['ms_per_token'][m]:.2f} | {ratio} |")
+    worst = max(c["ratio"] for c in (costs, end) if c)
+    lines += ["", f"Target ≤ +15% per token: {'met' if worst <= 1.15 else '**not met**'}.", ""]
     return lines
 
 
@@ -579,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
             write(final=False)
 
     order = sorted((c for c in cells if not c.skipped), key=priority)
+    if (root / "grammar_costs_end.json").exists():
+        meta["costs_end"] = json.loads((root / "grammar_costs_end.json").read_text())
     if a.report_only:
         for c in order:
             for m in MODES:
@@ -593,6 +601,13 @@ def main(argv: list[str] | None = None) -> int:
         futures = [pool.submit(job, c, m) for c in order for m in MODES]
         for fut in futures:
             fut.result()
+    end_file = root / "grammar_costs_end.json"  # the sampling costs again, after the episodes
+    if end_file.exists():
+        meta["costs_end"] = json.loads(end_file.read_text())
+    elif costs is not None and not a.skip_costs:
+        envs = list(dict.fromkeys(c.env for c in cells if not c.skipped))
+        meta["costs_end"] = grammar_costs(envs, a.compile_reps, a.gen_prompts, a.gen_tokens)
+        end_file.write_text(json.dumps(meta["costs_end"], indent=1))
     write(final=True)
     print(a.out.read_text())
     print(f"written to {a.out} and {a.out.with_suffix('.json')}")
