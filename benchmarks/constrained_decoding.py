@@ -17,8 +17,12 @@ What is measured
    task: exact McNemar with Newcombe's interval); tokens in / out; wall time of each CLI
    process. Per environment the same comparison pooled over its difficulty cells.
 
-2. **Costs of the grammar** (in this process, before the episodes, nothing else of this
-   script running): for each environment, the time of
+   A run that crashed or timed out is shown with its exit and left out of every comparison.
+   For each cell the agent's feedback on the constrained replies that were still invalid is
+   tallied (why the grammar did not prevent them).
+
+2. **Costs of the grammar** (in this process, before the episodes and again after them,
+   nothing else of this script running): for each environment, the time of
    :func:`sharpen.models.grammar.compile_grammar` on its action schema (the one the agent
    builds at the first step of the first test task; median of ``--compile-reps``); and the
    per-token time of generation under a grammar vs without: ``--gen-prompts`` prompts ×
