@@ -48,45 +48,67 @@ _JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
 _NESTED_OPTIONAL = re.compile(r"\((?P<rule>[A-Za-z][\w-]*)(?P<more>(?: \((?P=rule))*)(?P<close>(?:\)\?)+)")
 
 
+_SHAPES = frozenset({"type", "properties", "enum", "const", "$ref", "anyOf", "oneOf", "allOf",
+                     "items", "prefixItems"})
+"""Keywords that give a sub-schema a shape the converter can turn into rules; an ``anyOf``
+branch with none of them (``{"required": ["email"]}``: a constraint on its parent) it cannot."""
+
+_KEYWORD_PARTS = ("properties", "$defs", "definitions")
+_LIST_PARTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_PARTS = ("items", "additionalProperties")
+
+
+def _why_not(key: str, value: Any) -> str | None:
+    """Why the grammar cannot enforce ``key: value`` (``None`` when it can)."""
+    if key in _ANNOTATIONS:
+        return None
+    if key == "format":
+        return None if value in _FORMATS else f"format {value!r}"
+    if key == "pattern":  # the converter takes only anchored patterns
+        anchored = isinstance(value, str) and value.startswith("^") and value.endswith("$")
+        return None if anchored else f"pattern {value!r} (not anchored with ^...$)"
+    if key in ("anyOf", "oneOf", "allOf") and isinstance(value, list):
+        bare = [v for v in value if not (isinstance(v, dict) and _SHAPES & v.keys())]
+        return f"{key} of bare constraints" if bare else None
+    if key == "$ref" and isinstance(value, str) and not value.startswith("#"):
+        return f"$ref {value!r} (not local)"
+    return None if key in _CONSTRAINING else key
+
+
 def unsupported_keywords(schema: Any, path: str = "") -> list[str]:
     """``keyword at /path`` for every keyword of ``schema`` the grammar cannot enforce."""
     if not isinstance(schema, dict):
         return []
     found: list[str] = []
-    where = path or "/"
     for key, value in schema.items():
-        enforced = (key in _ANNOTATIONS or key in _CONSTRAINING
-                    or (key == "format" and value in _FORMATS))
-        if not enforced:
-            found.append(f"{key} at {where}")
-        if key == "$ref" and isinstance(value, str) and not value.startswith("#"):
-            found.append(f"$ref {value!r} (not local) at {where}")
-    for key in ("properties", "$defs", "definitions"):
-        for name, sub in (schema.get(key) or {}).items():
-            found += unsupported_keywords(sub, f"{path}/{key}/{name}")
-    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-        for i, sub in enumerate(schema.get(key) or []):
-            found += unsupported_keywords(sub, f"{path}/{key}/{i}")
-    for key in ("items", "additionalProperties"):
-        found += unsupported_keywords(schema.get(key), f"{path}/{key}")
+        why = _why_not(key, value)
+        if why is not None:
+            found.append(f"{why} at {path or '/'}")
+        elif key in _KEYWORD_PARTS and isinstance(value, dict):
+            for name, sub in value.items():
+                found += unsupported_keywords(sub, f"{path}/{key}/{name}")
+        elif key in _LIST_PARTS and isinstance(value, list):
+            for i, sub in enumerate(value):
+                found += unsupported_keywords(sub, f"{path}/{key}/{i}")
+        elif key in _SCHEMA_PARTS:
+            found += unsupported_keywords(value, f"{path}/{key}")
     return found
 
 
 def _enforceable(schema: Any) -> Any:
-    """``schema`` without the keywords :func:`unsupported_keywords` reports (a non-local
-    ``$ref`` stays: without it nothing would be left to constrain)."""
+    """``schema`` without the keywords :func:`unsupported_keywords` reports, at any depth (a
+    non-local ``$ref`` stays: without it nothing would be left to constrain)."""
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if not (key in _ANNOTATIONS or key in _CONSTRAINING
-                or (key == "format" and value in _FORMATS)):
+        if _why_not(key, value) is not None and key != "$ref":
             continue
-        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+        if key in _KEYWORD_PARTS and isinstance(value, dict):
             value = {name: _enforceable(sub) for name, sub in value.items()}
-        elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
+        elif key in _LIST_PARTS and isinstance(value, list):
             value = [_enforceable(sub) for sub in value]
-        elif key in ("items", "additionalProperties"):
+        elif key in _SCHEMA_PARTS:
             value = _enforceable(value)
         out[key] = value
     return out
