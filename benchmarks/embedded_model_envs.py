@@ -37,11 +37,12 @@ Concurrency is 1 (``-c 1``): the embedded model serialises its calls, so with mo
 in flight each would wait for the others' generations and the 120 s per-episode time limit
 would measure queueing, not the agent.
 
-Threads: on a machine whose load average exceeds its cores, llama.cpp with one thread per
-core spins against the other work and slows down several-fold (measured here at load 15 on
-two cores: 2.8 tok/s with 1 thread, 1.2 tok/s with 2), so ``--threads auto`` (the default)
-gives the model ``n_threads: 1`` when the load at start exceeds the core count. Decoding is
-greedy, so the thread count changes how fast the model writes (which the time limit feels),
+Threads: on a busy machine llama.cpp with one thread per core spins against the other work
+and slows down several-fold (measured here at load 15 on two cores: 2.8 tok/s with 1 thread,
+1.2 tok/s with 2; ``benchmarks/results/local_model_threads.md``), so ``--threads auto`` (the
+default) leaves the choice to the model, which takes the cores the load average leaves idle
+when each cell's CLI process loads it (:func:`sharpen.models.local.default_threads`). Decoding
+is greedy, so the thread count changes how fast the model writes (which the time limit feels),
 not what it writes (up to floating-point summation order).
 
 Usage::
@@ -331,16 +332,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--envs", default="", help="comma-separated subset of envs (default: all)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per cell (default 1800)")
     p.add_argument("--threads", default="auto",
-                   help="llama.cpp threads: a number, or auto = 1 when the load average exceeds the "
-                        "cores at start, else the model's default (all cores)")
+                   help="llama.cpp threads: a number, or auto = the model's default (the cores "
+                        "the load average leaves idle when each cell starts)")
     p.add_argument("--store-dir", type=Path, default=None,
                    help="where the per-cell stores and logs go (default: a new temp dir)")
     p.add_argument("--out", type=Path, default=RESULTS / "embedded_model_envs.md")
     a = p.parse_args(argv)
     store_dir = a.store_dir or Path(tempfile.mkdtemp(prefix="sharpen-embedded-envs-"))
     store_dir.mkdir(parents=True, exist_ok=True)
-    cores = len(os.sched_getaffinity(0))
-    threads = (1 if os.getloadavg()[0] > cores else None) if a.threads == "auto" else int(a.threads)
+    threads = None if a.threads == "auto" else int(a.threads)
     spec = {**AGENT, "model": {"name": "local", "args": {"n_threads": threads}}} if threads else AGENT
     agent_yaml = yaml.safe_dump(spec, sort_keys=False)
     agent = store_dir / "agent.yaml"
