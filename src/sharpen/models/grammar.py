@@ -64,9 +64,11 @@ def _why_not(key: str, value: Any) -> str | None:
         return None
     if key == "format":
         return None if value in _FORMATS else f"format {value!r}"
-    if key == "pattern":  # the converter takes only anchored patterns
-        anchored = isinstance(value, str) and value.startswith("^") and value.endswith("$")
-        return None if anchored else f"pattern {value!r} (not anchored with ^...$)"
+    if key == "pattern":  # the converter takes anchored patterns, and copies escapes as they
+        # are into the grammar, where llama.cpp refuses \\d, \\s, \\. and the like
+        if not (isinstance(value, str) and value.startswith("^") and value.endswith("$")):
+            return f"pattern {value!r} (not anchored with ^...$)"
+        return f"pattern {value!r} (regex escapes)" if "\\" in value else None
     if key in ("anyOf", "oneOf", "allOf") and isinstance(value, list):
         bare = [v for v in value if not (isinstance(v, dict) and _SHAPES & v.keys())]
         return f"{key} of bare constraints" if bare else None
