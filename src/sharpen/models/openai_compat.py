@@ -71,6 +71,8 @@ def _refused_schema(resp: httpx.Response) -> bool:
     if resp.status_code == 422:  # a request the server's own schema rejects (llama_cpp.server)
         return True
     text = _server_message(resp).lower()
+    if resp.status_code == 500:  # llama-cpp-python 0.3.36 answers its own 422 as a 500
+        return "'response_format'" in text
     return resp.status_code == 400 and any(w in text for w in ("response_format", "schema", "json"))
 
 
