@@ -190,3 +190,34 @@ def test_every_environment_action_schema_compiles_to_a_grammar(name: str) -> Non
     except UserError as exc:  # an adapter whose optional package is not installed
         pytest.skip(str(exc))
     assert "root ::=" in schema_to_gbnf(constrained.action_schema(env.tools))
+
+
+def test_a_free_text_answer_may_come_fenced_where_the_env_takes_one() -> None:
+    from sharpen.envs.code.program import SUBMIT
+    from sharpen.models.grammar import schema_to_gbnf
+
+    code = constrained.action_schema([SUBMIT])
+    assert code.fenced and constrained.free_text_tool([SUBMIT]) is SUBMIT
+    assert "root ::= json-root | fence" in schema_to_gbnf(code)
+    assert code.hash() != code.model_copy(update={"fenced": False}).hash()  # another grammar
+    # an enum, or admissible values, keep the answer in JSON where the grammar enforces them
+    assert not constrained.action_schema([MOVE]).fenced
+    assert not constrained.action_schema([ACT], ["look"]).fenced
+    assert constrained.action_schema([ACT]).fenced
+    assert not constrained.action_schema([LOOKUP]).fenced  # no free-text tool at all
+    # the prompt says what the grammar allows: the text protocol where a fence is allowed
+    assert "```" in constrained.instructions([SUBMIT])
+    assert "```" not in constrained.instructions([ACT], ["look"])
+
+
+@pytest.mark.slow
+def test_the_embedded_model_writes_code_in_a_fence_under_the_grammar(tmp_path: Path) -> None:
+    env = PluginRef(name="code", args={"source": "generated", "difficulty": "easy"})
+    spec = SPEC.model_copy(update={"params": {"temperature": 0.0, "max_tokens": 200}})
+    run, trajs = _run(tmp_path, env, spec)
+    assert run.manifest.extra["decoding"] == "constrained (grammar)"
+    assert sum(t.invalid_actions for t in trajs) == 0
+    for step in (s for t in trajs for s in t.steps):
+        reply = step.messages[0].content or ""
+        assert reply.lstrip().startswith(("```", "{"))  # nothing but what the grammar allows
+        assert step.action is not None and step.action.tool == "submit"

@@ -6,8 +6,12 @@ one of the environment's (a ``const`` per tool, ``anyOf`` over several), its arg
 for that tool's schema (closed: no argument the tool does not declare), enums stay enums
 (gridsafety's moves), and where the environment lists the admissible values of its one
 free-text argument (``info["admissible"]``, as textworld does for its commands) that argument
-is an enum of them. A model that constrains sampling (``local``: a llama.cpp grammar) can then
-only write valid actions; on others the same schema validates the reply after the fact.
+is an enum of them. Where the environment takes a free-text answer (its one text-argument
+tool, a string with no enum: code, a query, a command), the reply may instead be that answer
+in one fenced block, as the text protocol reads it: a small model writes code far better in a
+``` block than inside a JSON string. A model that constrains sampling (``local``: a llama.cpp
+grammar) can then only write valid actions; on others the same schema validates the reply
+after the fact (a server is sent the JSON form alone).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 from copy import deepcopy
 from typing import Any, Literal
 
+from sharpen.agents.text_protocol import protocol_instructions
 from sharpen.core.agent_spec import Decoding
 from sharpen.core.messages import ToolSpec
 from sharpen.core.trajectory import Action
@@ -56,9 +61,21 @@ def _arguments(tool: ToolSpec, admissible: list[str] | None) -> dict[str, Any]:
     return schema
 
 
+def free_text_tool(tools: list[ToolSpec], admissible: list[str] | None = None) -> ToolSpec | None:
+    """The tool whose answer may come as a fenced block: the one text-argument tool, when its
+    argument is a string with no enum and the environment lists no admissible values."""
+    text_tools = [t for t in tools if t.text_argument]
+    if len(text_tools) != 1 or admissible:
+        return None
+    tool = text_tools[0]
+    prop = tool.parameters.get("properties", {}).get(tool.text_argument, {})
+    return tool if prop.get("type") == "string" and "enum" not in prop else None
+
+
 def action_schema(tools: list[ToolSpec], admissible: list[str] | None = None) -> ResponseSchema:
     """The schema of one action on ``tools``; ``admissible`` (the environment's
-    ``info["admissible"]``) restricts the free-text argument of the one tool that has one."""
+    ``info["admissible"]``) restricts the free-text argument of the one tool that has one, and
+    ``fenced`` is set when :func:`free_text_tool` finds one."""
     text_tools = [t for t in tools if t.text_argument]
     variants = []
     for tool in tools:
@@ -72,7 +89,8 @@ def action_schema(tools: list[ToolSpec], admissible: list[str] | None = None) ->
     schema = variants[0] if len(variants) == 1 else {"anyOf": variants}
     # Not strict: an environment's tool schema may say more than a backend can enforce (an
     # integer's bounds, for the embedded model's grammar); the rest is checked on the reply.
-    return ResponseSchema.of(schema, name="action", strict=False)
+    return ResponseSchema.of(schema, name="action", strict=False,
+                             fenced=free_text_tool(tools, admissible) is not None)
 
 
 def admissible_of(info: dict[str, Any]) -> list[str] | None:
@@ -83,8 +101,11 @@ def admissible_of(info: dict[str, Any]) -> list[str] | None:
     return None
 
 
-def instructions(tools: list[ToolSpec]) -> str:
-    """How to act in constrained decoding, for the system prompt."""
+def instructions(tools: list[ToolSpec], admissible: list[str] | None = None) -> str:
+    """How to act in constrained decoding, for the system prompt: the text protocol's words
+    where a fenced answer is allowed (:func:`free_text_tool`), else JSON only."""
+    if free_text_tool(tools, admissible) is not None:
+        return protocol_instructions(tools)
     lines = ['Reply with one JSON object {"tool": NAME, "arguments": {...}} and nothing else. Tools:']
     for t in tools:
         lines.append(f"- {t.name}: {t.description} Arguments schema: {json.dumps(t.parameters)}")

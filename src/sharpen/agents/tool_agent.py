@@ -41,11 +41,13 @@ JSON action under the environment's action schema."""
 
 
 def system_prompt(spec: AgentSpec, tools: list[ToolSpec], text_protocol: bool | Acting,
-                  task: str = "", guidelines_top_k: int | None = None) -> str:
+                  task: str = "", guidelines_top_k: int | None = None,
+                  admissible: list[str] | None = None) -> str:
     """The system message: the spec's text components, then how to act (text protocol or
     constrained; nothing for native tools — ``text_protocol`` may also be a bool, ``True``
     meaning ``"text"``). With ``guidelines_top_k``, the ``guidelines`` component keeps only
-    its rules most relevant to ``task`` (:func:`~sharpen.agents.guidelines.select_guidelines`)."""
+    its rules most relevant to ``task`` (:func:`~sharpen.agents.guidelines.select_guidelines`).
+    ``admissible``: the environment's admissible values at reset (constrained decoding)."""
     acting = ("text" if text_protocol else "native") if isinstance(text_protocol, bool) else text_protocol
     components = dict(spec.components)
     if guidelines_top_k is not None and GUIDELINES in components:
@@ -54,7 +56,7 @@ def system_prompt(spec: AgentSpec, tools: list[ToolSpec], text_protocol: bool | 
     if acting == "text":
         parts.append(protocol_instructions(tools))
     elif acting == "constrained":
-        parts.append(constrained.instructions(tools))
+        parts.append(constrained.instructions(tools, admissible))
     return "\n\n".join(parts)
 
 
@@ -91,7 +93,8 @@ class ToolAgent(BaseAgent):
         obs, info = await env.reset(trajectory.task)
         trajectory.messages = [
             Message(role="system",
-                    content=system_prompt(spec, env.tools, acting, obs, self.guidelines_top_k)),
+                    content=system_prompt(spec, env.tools, acting, obs, self.guidelines_top_k,
+                                          constrained.admissible_of(info))),
             Message(role="user", content=obs),
         ]
         started = time.monotonic()
@@ -108,7 +111,7 @@ class ToolAgent(BaseAgent):
             reply = completion.message
             step.messages.append(reply)
             if schema is not None:
-                action, problem = self._parse_constrained(reply, schema, completion)
+                action, problem = self._parse_constrained(reply, schema, completion, env.tools)
             else:
                 action, problem = self._parse(reply, env.tools, text, completion)
             if action is None:
@@ -149,10 +152,13 @@ class ToolAgent(BaseAgent):
 
     @staticmethod
     def _parse_constrained(
-        reply: Message, schema: ResponseSchema, completion: Completion
+        reply: Message, schema: ResponseSchema, completion: Completion, tools: list[ToolSpec]
     ) -> tuple[Action | None, str]:
+        text = reply.content or ""
+        if schema.fenced and text.lstrip().startswith("```"):  # the free-text answer, fenced
+            return ToolAgent._parse(reply, tools, True, completion)
         try:
-            return constrained.to_action(schema.parse(reply.content or "")), ""
+            return constrained.to_action(schema.parse(text)), ""
         except StructuredOutputError as exc:
             if completion.finish_reason == "length":
                 return None, ("Your reply was cut off at the token limit before the JSON "

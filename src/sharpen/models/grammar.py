@@ -153,7 +153,24 @@ def schema_to_gbnf(rs: ResponseSchema) -> str:
             f"the embedded model cannot constrain decoding to schema {rs.name!r}: {exc}",
             "simplify the schema (local $refs, no not/if/then), or set decoding: free",
         ) from None
-    return _fold_repetitions(gbnf.replace(_LAX_CHAR, _JSON_CHAR))
+    gbnf = _fold_repetitions(gbnf.replace(_LAX_CHAR, _JSON_CHAR))
+    return _with_fence(gbnf) if rs.fenced else gbnf
+
+
+_FENCE_RULES = (
+    'root ::= json-root | fence\n'
+    'fence ::= "```" [a-z0-9]* "\\n" fence-body "```"\n'
+    # any text without three backticks in a row: the block ends at its closing fence
+    'fence-body ::= ([^`] | "`" [^`] | "``" [^`])*\n'
+)
+
+
+def _with_fence(gbnf: str) -> str:
+    """``gbnf`` (whose start rule is ``root``) or one fenced block of free text."""
+    lines = gbnf.splitlines()
+    renamed = ["json-root ::=" + line[len("root ::="):] if line.startswith("root ::=") else line
+               for line in lines]
+    return _FENCE_RULES + "\n".join(renamed) + "\n"
 
 
 def compile_grammar(rs: ResponseSchema, model: Any) -> Any:

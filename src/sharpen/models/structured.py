@@ -64,10 +64,15 @@ class ResponseSchema(BaseModel):
     (:class:`UnsupportedSchema`); with ``False`` it constrains what it can and leaves the rest
     to the validation every reply gets — for schemas the caller does not write, such as an
     environment's tool arguments in an agent's action schema."""
+    fenced: bool = False
+    """A reply may instead be one fenced block of free text (```` ```lang\n...\n``` ````): how
+    a small model writes code best. Only a ``grammar`` backend constrains to that alternative
+    (a server is sent the JSON Schema alone); :meth:`parse` reads JSON only, so a caller that
+    sets it reads fenced replies itself (the tool agent, through the text protocol)."""
 
     @classmethod
     def of(cls, schema: dict[str, Any] | type[BaseModel] | ResponseSchema,
-           name: str | None = None, *, strict: bool = True) -> ResponseSchema:
+           name: str | None = None, *, strict: bool = True, fenced: bool = False) -> ResponseSchema:
         """A ResponseSchema from a JSON Schema dict, a pydantic model class (its
         ``model_json_schema()``) or another ResponseSchema (renamed when ``name`` is given).
         :class:`UserError` for a schema that is not a valid JSON Schema."""
@@ -75,7 +80,7 @@ class ResponseSchema(BaseModel):
             return schema if name is None else schema.model_copy(update={"name": name})
         if isinstance(schema, type) and issubclass(schema, BaseModel):
             return cls(name=name or schema.__name__, schema=schema.model_json_schema(),
-                       strict=strict)
+                       strict=strict, fenced=fenced)
         if not isinstance(schema, dict):
             raise UserError(f"response schema must be a JSON Schema object, got {type(schema).__name__}",
                             "pass a dict such as {'type': 'object', ...} or a pydantic model class")
@@ -84,11 +89,13 @@ class ResponseSchema(BaseModel):
         except jsonschema.SchemaError as exc:
             raise UserError(f"response schema is not a valid JSON Schema: {exc.message}",
                             "fix the schema (Draft 2020-12)") from None
-        return cls(name=name or "response", schema=schema, strict=strict)
+        return cls(name=name or "response", schema=schema, strict=strict, fenced=fenced)
 
     def hash(self) -> str:
-        """Content hash of the schema (not the name)."""
-        return content_hash(self.json_schema)
+        """Content hash of what constrains the reply: the schema, and the fenced alternative
+        when there is one (not the name)."""
+        return content_hash({"schema": self.json_schema, "fenced": True} if self.fenced
+                            else self.json_schema)
 
     def parse(self, text: str) -> Any:
         """The JSON value of ``text`` if it is valid against the schema; else
