@@ -113,9 +113,10 @@ def model(
     model_name: ModelNameOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check a model backend with two short real requests (one offering a tool).
+    """Check a model backend with short real requests (one offering a tool).
 
-    Assistant reply, finish reason, usage, tool calls of known tools only, aclose."""
+    Assistant reply, finish reason, usage, tool calls of known tools only, aclose; and, for a
+    backend that constrains decoding, a reply valid against a small nested schema."""
     args = parse_kv(arg, "--arg")
     if base_url is not None:
         args["base_url"] = base_url
