@@ -199,7 +199,7 @@ async def test_local_refuses_a_schema_it_cannot_constrain_before_generating(
 @pytest.mark.slow
 async def test_openai_json_schema_refused_by_llama_server_names_json_object(
         llama_server: str) -> None:
-    model = OpenAIModel(base_url=llama_server, tools=False)  # structured: json_schema
+    model = OpenAIModel(base_url=llama_server, tools=False, structured="json_schema")  # strict
     messages = [Message(role="user", content="Reply.")]
     try:
         with pytest.raises(UnsupportedSchema) as info:
@@ -209,6 +209,25 @@ async def test_openai_json_schema_refused_by_llama_server_names_json_object(
     # llama-cpp-python 0.3.36 answers it with HTTP 500 (its 422 validation error as the body)
     assert "refused response_format 'json_schema'" in info.value.message
     assert info.value.fix and "json_object (llama-cpp-python's server)" in info.value.fix
+
+
+@pytest.mark.slow
+async def test_openai_auto_finds_the_form_the_server_takes(llama_server: str) -> None:
+    """``structured: auto`` (the default) tries json_schema, is refused by llama-cpp-python's
+    server, and settles on its json_object form: the reply is constrained and valid."""
+    model = OpenAIModel(base_url=llama_server, tools=False)
+    assert model.structured == "auto" and model.form == "json_schema"
+    messages = [Message(role="user", content="Order two pears for Ana.")]
+    try:
+        reply = await complete_structured(model, messages, Order,
+                                          {"max_tokens": 100, "temperature": 0.0, "seed": 3})
+        again = await complete_structured(model, messages, Order,
+                                          {"max_tokens": 100, "temperature": 0.0, "seed": 4})
+    finally:
+        await model.aclose()
+    assert model.form == "json_object" and model.structured_output == "server"
+    assert reply.ok and reply.mode == "server" and again.ok
+    jsonschema.validate(reply.value, ORDER_SCHEMA)
 
 
 class Recording(ModelWrapper):

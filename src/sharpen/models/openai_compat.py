@@ -5,7 +5,10 @@ One ``POST {base_url}/chat/completions`` per :meth:`OpenAIModel.complete`; a
 ``structured`` argument: OpenAI's and vLLM's ``json_schema``, llama-cpp-python's
 ``json_object`` with a ``schema``, or ``none`` for a server that constrains nothing, whose replies
 are then validated after the fact by :func:`~sharpen.models.structured.complete_structured`).
-A server that refuses the schema is a ``UserError`` naming the setting to change. No retries here —
+With ``structured: auto`` (the default) the model finds the form: ``json_schema`` first, then
+``json_object`` when the server refuses it, then none (the schema goes into the prompt and the
+reply is validated) — settled at the first refusal and kept. An explicit form is strict: a
+server that refuses it is a ``UserError`` naming the setting to change. No retries here —
 the runner owns retries so that they are counted. Failures map to sharpen's errors:
 
 ============================================  ==============================================
@@ -37,8 +40,12 @@ from sharpen.core.registry import register
 from sharpen.models.base import Completion, FinishReason
 from sharpen.models.structured import ResponseSchema, StructuredOutput, UnsupportedSchema
 
-Structured = Literal["json_schema", "json_object", "none"]
+Structured = Literal["auto", "json_schema", "json_object", "none"]
 """How the server takes a response schema (see the module docstring)."""
+
+_FALLBACK: dict[str, Literal["json_object", "none"]] = {"json_schema": "json_object",
+                                                        "json_object": "none"}
+"""``structured: auto``: the form tried after the server refused one."""
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -98,7 +105,7 @@ class OpenAIModel:
         timeout: float = 120.0,
         logprobs: bool = False,
         tools: bool | Literal["auto"] = True,
-        structured: Structured = "json_schema",
+        structured: Structured = "auto",
         api_key_env: str = "OPENAI_API_KEY",
         api_key: str | None = None,
     ) -> None:
@@ -108,12 +115,13 @@ class OpenAIModel:
         sends native tool definitions (``"auto"``: also send ``tool_choice: auto``);
         ``False`` means the agent must use the text protocol; ``structured`` is how the
         server takes a response schema (``json_schema``: OpenAI, vLLM; ``json_object``:
-        llama-cpp-python's server; ``none``: it cannot, replies are validated instead)."""
+        llama-cpp-python's server; ``none``: it cannot, replies are validated instead;
+        ``auto``: find out, see the module docstring)."""
         if tools not in (True, False, "auto"):
             raise UserError(f"openai model: tools={tools!r}", "use true, false or auto")
-        if structured not in ("json_schema", "json_object", "none"):
+        if structured not in ("auto", "json_schema", "json_object", "none"):
             raise UserError(f"openai model: structured={structured!r}",
-                            "use json_schema, json_object or none")
+                            "use auto, json_schema, json_object or none")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.name = name or model
@@ -122,6 +130,8 @@ class OpenAIModel:
         self.tools = tools
         self.supports_tools = tools is not False
         self.structured: Structured = structured
+        self.form: Structured = "json_schema" if structured == "auto" else structured
+        """The form a response schema is sent in now (``auto`` settles it at a refusal)."""
         self.api_key_env = api_key_env
         self._api_key = api_key if api_key is not None else os.environ.get(api_key_env)
         self._client: httpx.AsyncClient | None = None
@@ -129,8 +139,8 @@ class OpenAIModel:
 
     @property
     def structured_output(self) -> StructuredOutput:
-        """``server`` unless ``structured`` is ``none``."""
-        return "validate" if self.structured == "none" else "server"
+        """``server`` unless the form is (or ``auto`` found it to be) ``none``."""
+        return "validate" if self.form == "none" else "server"
 
     def __repr__(self) -> str:
         return f"OpenAIModel(base_url={self.base_url!r}, model={self.model!r}, name={self.name!r})"
@@ -180,14 +190,14 @@ class OpenAIModel:
             body["logprobs"] = True
             body["top_logprobs"] = 1
         if response_schema is not None:
-            if self.structured == "none":
+            if self.form == "none":
                 raise UnsupportedSchema(
                     f"model {self.name!r} was told its server cannot constrain output "
                     "(structured: none), yet a response schema was passed to it",
                     "call it through sharpen.models.structured.complete_structured, which "
                     "validates replies instead",
                 )
-            if self.structured == "json_schema":
+            if self.form == "json_schema":
                 body["response_format"] = {"type": "json_schema", "json_schema": {
                     "name": response_schema.name, "schema": response_schema.json_schema,
                     "strict": True}}
@@ -207,7 +217,39 @@ class OpenAIModel:
     ) -> Completion:
         """One chat completion; see the module docstring for the errors raised."""
         url = f"{self.base_url}/chat/completions"
-        body = self.build_request(messages, tools, params, response_schema)
+        while True:
+            if response_schema is not None and self.form == "none" and self.structured == "auto":
+                # Nothing constrains on this server: say the schema; the caller validates.
+                messages = [*messages, Message(role="user", content=response_schema.instructions())]
+                response_schema = None
+            body = self.build_request(messages, tools, params, response_schema)
+            resp, latency = await self._post(url, body)
+            if response_schema is None or not _refused_schema(resp):
+                break
+            if self.structured != "auto":
+                raise UnsupportedSchema(
+                    f"{url} refused response_format {body['response_format']['type']!r} "
+                    f"(HTTP {resp.status_code}): {_server_message(resp)}",
+                    "set the model arg structured to what the server speaks: json_schema "
+                    "(OpenAI, vLLM), json_object (llama-cpp-python's server), none (replies "
+                    "are validated instead) or auto (found at the first refusal); with "
+                    "json_schema, OpenAI also wants every property required and "
+                    "additionalProperties: false",
+                )
+            self.form = _FALLBACK[self.form]
+        self._raise_for_status(resp, url)
+        try:
+            data = resp.json()
+        except ValueError:
+            raise InfraError(
+                f"{url}: response body is not valid JSON (truncated?): {resp.text[:200]!r}",
+                status=resp.status_code,
+            ) from None
+        return self.parse_response(data, latency, status=resp.status_code)
+
+    async def _post(self, url: str, body: dict[str, Any]) -> tuple[httpx.Response, float]:
+        """The server's answer to ``body`` and the seconds it took; transport failures as
+        sharpen's errors (see the module docstring)."""
         start = time.perf_counter()
         try:
             async with asyncio.timeout(self.timeout):
@@ -223,25 +265,7 @@ class OpenAIModel:
             # Refused, reset, DNS, a response cut mid-body (RemoteProtocolError), ...
             what = type(exc).__name__
             raise InfraError(f"{url}: {what}: {exc or 'connection failed'}") from None
-        latency = time.perf_counter() - start
-        if response_schema is not None and _refused_schema(resp):
-            raise UnsupportedSchema(
-                f"{url} refused response_format {body['response_format']['type']!r} "
-                f"(HTTP {resp.status_code}): {_server_message(resp)}",
-                "set the model arg structured to what the server speaks: json_schema "
-                "(OpenAI, vLLM), json_object (llama-cpp-python's server), or none (replies are "
-                "validated instead); with structured: json_schema, OpenAI also wants every "
-                "property required and additionalProperties: false",
-            )
-        self._raise_for_status(resp, url)
-        try:
-            data = resp.json()
-        except ValueError:
-            raise InfraError(
-                f"{url}: response body is not valid JSON (truncated?): {resp.text[:200]!r}",
-                status=resp.status_code,
-            ) from None
-        return self.parse_response(data, latency, status=resp.status_code)
+        return resp, time.perf_counter() - start
 
     def _raise_for_status(self, resp: httpx.Response, url: str) -> None:
         status = resp.status_code
