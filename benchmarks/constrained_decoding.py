@@ -569,9 +569,12 @@ def main(argv: list[str] | None = None) -> int:
     lock = threading.Lock()
 
     def write(final: bool) -> None:
-        if final:
+        # The end state is the run's: recorded when it finishes, kept for --report-only.
+        if final and not (a.report_only and "git_end" in meta):
             meta["load_end"] = os.getloadavg()[0]
             meta["git_end"], meta["src_dirty_end"] = git_state()
+            meta_file.write_text(json.dumps({k: v for k, v in meta.items() if k != "costs_end"},
+                                            indent=1))
         page, raw = report(cells, recs, costs, argv, a.tasks, meta, final, notes)
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(page)
