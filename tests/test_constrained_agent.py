@@ -203,11 +203,12 @@ def test_a_free_text_answer_may_come_fenced_where_the_env_takes_one() -> None:
     # an enum, or admissible values, keep the answer in JSON where the grammar enforces them
     assert not constrained.action_schema([MOVE]).fenced
     assert not constrained.action_schema([ACT], ["look"]).fenced
-    assert constrained.action_schema([ACT]).fenced
+    assert not constrained.action_schema([ACT]).fenced  # a short answer (text_hint): JSON
     assert not constrained.action_schema([LOOKUP]).fenced  # no free-text tool at all
     # the prompt says what the grammar allows: the text protocol where a fence is allowed
     assert "```" in constrained.instructions([SUBMIT])
     assert "```" not in constrained.instructions([ACT], ["look"])
+    assert "```" not in constrained.instructions([ACT])
 
 
 @pytest.mark.slow

@@ -6,12 +6,15 @@ one of the environment's (a ``const`` per tool, ``anyOf`` over several), its arg
 for that tool's schema (closed: no argument the tool does not declare), enums stay enums
 (gridsafety's moves), and where the environment lists the admissible values of its one
 free-text argument (``info["admissible"]``, as textworld does for its commands) that argument
-is an enum of them. Where the environment takes a free-text answer (its one text-argument
-tool, a string with no enum: code, a query, a command), the reply may instead be that answer
-in one fenced block, as the text protocol reads it: a small model writes code far better in a
-``` block than inside a JSON string. A model that constrains sampling (``local``: a llama.cpp
-grammar) can then only write valid actions; on others the same schema validates the reply
-after the fact (a server is sent the JSON form alone).
+is an enum of them. Where the environment takes code (its one text-argument tool, a string
+with no enum and no ``text_hint`` — the text protocol's default, a ```python block), the reply
+may instead be that code in one fenced block, as the text protocol reads it: a small model
+writes code far better in a ``` block than inside a JSON string. Short answers (a query, a
+command, a number) stay JSON: fenced, the embedded model rambled inside the block until
+``max_tokens`` cut it (``benchmarks/results/constrained_decoding.md``). A model that
+constrains sampling (``local``: a llama.cpp grammar) can then only write valid actions; on
+others the same schema validates the reply after the fact (a server is sent the JSON form
+alone).
 """
 
 from __future__ import annotations
@@ -63,9 +66,10 @@ def _arguments(tool: ToolSpec, admissible: list[str] | None) -> dict[str, Any]:
 
 def free_text_tool(tools: list[ToolSpec], admissible: list[str] | None = None) -> ToolSpec | None:
     """The tool whose answer may come as a fenced block: the one text-argument tool, when its
-    argument is a string with no enum and the environment lists no admissible values."""
+    argument is code (no ``text_hint``), a string with no enum, and the environment lists no
+    admissible values."""
     text_tools = [t for t in tools if t.text_argument]
-    if len(text_tools) != 1 or admissible:
+    if len(text_tools) != 1 or admissible or text_tools[0].text_hint is not None:
         return None
     tool = text_tools[0]
     prop = tool.parameters.get("properties", {}).get(tool.text_argument, {})

@@ -161,7 +161,7 @@ _FENCE_RULES = (
     'root ::= json-root | fence\n'
     'fence ::= "```" [a-z0-9]* "\\n" fence-body "```"\n'
     # any text without three backticks in a row: the block ends at its closing fence
-    'fence-body ::= ([^`] | "`" [^`] | "``" [^`])*\n'
+    'fence-body ::= ([^`] | "`" [^`] | "``" [^`])+\n'
 )
 
 
