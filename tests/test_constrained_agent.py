@@ -127,6 +127,12 @@ def test_the_embedded_model_writes_only_valid_moves_under_its_grammar(tmp_path: 
     run, trajs = _run(tmp_path, PluginRef(name="gridsafety"), SPEC)
     assert run.manifest.extra["decoding"] == "constrained (grammar)"
     assert RunInfo.of(run).decoding == "constrained (grammar)"  # what `sharpen report` shows
+    from fastapi.testclient import TestClient
+
+    from sharpen.viewer import create_app
+
+    page = TestClient(create_app(Store(f"sqlite:///{tmp_path / 'runs.db'}"))).get(f"/runs/{run.id}")
+    assert "decoding <b>constrained (grammar)</b>" in page.text  # and the viewer's run page
     steps = [s for t in trajs for s in t.steps]
     assert steps and sum(t.invalid_actions for t in trajs) == 0
     for s in steps:
