@@ -55,3 +55,9 @@ class Feedback(BaseModel):
     """When it was given (UTC)."""
     supersedes: str | None = None
     """Id of the record this one edits, if any."""
+    versus: str | None = None
+    """For a pairwise verdict: the other trajectory. ``value`` is then this trajectory's
+    share of the preference (1 preferred, 0.5 tie, 0 the other preferred)."""
+    call_id: str | None = None
+    """The stored model call that produced it (a judge's :class:`~sharpen.core.judgement.
+    Judgement`), so a score can be traced to the prompt and reply behind it."""

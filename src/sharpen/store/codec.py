@@ -17,6 +17,7 @@ from sqlalchemy import RowMapping
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.feedback import Feedback, FeedbackTarget
+from sharpen.core.judgement import JudgeCall, Judgement
 from sharpen.core.manifest import RunManifest
 from sharpen.core.messages import Message, Usage
 from sharpen.core.outcome import Outcome
@@ -80,6 +81,14 @@ COVERED_FIELDS: dict[type, frozenset[str]] = {
             "author",
             "created_at",
             "supersedes",
+            "versus",
+            "call_id",
+        }
+    ),
+    Judgement: frozenset(
+        {
+            "id", "run_id", "trajectory_id", "versus", "judge", "judge_hash", "model", "status",
+            "error", "calls", "usage", "seconds", "detail", "created_at",
         }
     ),
 }
@@ -312,6 +321,8 @@ def feedback_row(fb: Feedback, seq: int) -> dict[str, Any]:
         "author": fb.author,
         "created_at": fb.created_at,
         "supersedes": fb.supersedes,
+        "versus": fb.versus,
+        "call_id": fb.call_id,
     }
 
 
@@ -336,4 +347,34 @@ def feedback_from_row(row: Row) -> Feedback:
         author=row["author"],
         created_at=row["created_at"],
         supersedes=row["supersedes"],
+        versus=row["versus"],
+        call_id=row["call_id"],
+    )
+
+
+# -- judgements -----------------------------------------------------------------------------
+
+_CALLS: TypeAdapter[list[JudgeCall]] = TypeAdapter(list[JudgeCall])
+
+
+def judgement_row(j: Judgement) -> dict[str, Any]:
+    """The ``judge_calls`` row of ``j``."""
+    return {
+        "id": j.id, "run_id": j.run_id, "trajectory_id": j.trajectory_id, "versus": j.versus,
+        "judge": j.judge, "judge_hash": j.judge_hash, "model": j.model, "status": j.status,
+        "error": j.error, "calls": _CALLS.dump_json(j.calls).decode(),
+        "usage": j.usage.model_dump_json(), "seconds": j.seconds, "detail": dumps(j.detail),
+        "created_at": j.created_at,
+    }
+
+
+def judgement_from_row(row: Row, *, calls: bool = True) -> Judgement:
+    """The Judgement of a ``judge_calls`` row (``calls=False`` leaves the heavy calls out)."""
+    return Judgement(
+        id=row["id"], run_id=row["run_id"], trajectory_id=row["trajectory_id"],
+        versus=row["versus"], judge=row["judge"], judge_hash=row["judge_hash"],
+        model=row["model"], status=row["status"], error=row["error"],
+        calls=_CALLS.validate_json(row["calls"]) if calls else [],
+        usage=Usage.model_validate_json(row["usage"]), seconds=row["seconds"],
+        detail=loads(row["detail"]), created_at=row["created_at"],
     )

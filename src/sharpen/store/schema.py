@@ -197,6 +197,30 @@ feedback = Table(
     Column("author", String(200), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("supersedes", ID, nullable=True),
+    Column("versus", ID, nullable=True),  # the other trajectory of a pairwise verdict
+    Column("call_id", ID, nullable=True),  # the judgement (judge_calls.id) that produced it
     Index(None, "trajectory_id", "seq"),
     Index(None, "run_id"),
+)
+
+judge_calls = Table(
+    "judge_calls",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("run_id", ID, nullable=False),
+    Column("trajectory_id", ID, nullable=False),
+    Column("versus", ID, nullable=False),  # "" unless pairwise (NULLs would defeat the unique key)
+    Column("judge", String(200), nullable=False),
+    Column("judge_hash", HASH, nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("status", String(10), nullable=False),  # ok | error
+    Column("error", Text, nullable=True),
+    Column("calls", Text, nullable=False),  # JSON list of JudgeCall (heavy)
+    Column("usage", Text, nullable=False),  # JSON Usage
+    Column("seconds", Float, nullable=False),
+    Column("detail", Text, nullable=False),  # JSON
+    Column("created_at", UTCDateTime, nullable=False),
+    # At most one judgement per (trajectory, pair, judge): what makes `sharpen judge` resumable.
+    UniqueConstraint("trajectory_id", "versus", "judge_hash"),
+    Index(None, "run_id", "judge_hash"),
 )

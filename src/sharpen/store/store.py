@@ -18,6 +18,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback
+from sharpen.core.judgement import Judgement
 from sharpen.core.manifest import RunManifest
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Trajectory
@@ -36,7 +37,7 @@ from sharpen.store.queries import (
     unique_tasks,
 )
 from sharpen.store.records import RUN_STATUSES, RunRecord, RunStatus
-from sharpen.store.schema import agent_specs, feedback, run_tasks, runs, steps
+from sharpen.store.schema import agent_specs, feedback, judge_calls, run_tasks, runs, steps
 from sharpen.store.schema import tasks as task_table
 from sharpen.store.schema import trajectories as _T
 
@@ -349,6 +350,7 @@ class Store:
             ).scalars())
             if ids:
                 conn.execute(delete(feedback).where(feedback.c.trajectory_id.in_(ids)))
+                conn.execute(delete(judge_calls).where(judge_calls.c.trajectory_id.in_(ids)))
                 conn.execute(delete(steps).where(steps.c.trajectory_id.in_(ids)))
                 conn.execute(delete(_T).where(_T.c.id.in_(ids)))
         return len(ids)
@@ -407,20 +409,64 @@ class Store:
         """Append one feedback record. Records are immutable: adding an id that is already
         stored changes nothing (edits are new records with ``supersedes``)."""
         with write_begin(self._engine) as conn:
-            if conn.execute(select(feedback.c.id).where(feedback.c.id == fb.id)).first():
-                return
-            tg = fb.target
-            same = (
-                feedback.c.trajectory_id == tg.trajectory_id
-                if tg.trajectory_id is not None
-                else and_(feedback.c.trajectory_id.is_(None), feedback.c.run_id == tg.run_id)
-            )
-            last = conn.execute(select(func.max(feedback.c.seq)).where(same)).scalar()
-            seq = 0 if last is None else last + 1
-            conn.execute(insert(feedback), [codec.feedback_row(fb, seq)])
+            _append_feedback(conn, fb)
+
+    # -- judgements -----------------------------------------------------------------------
+
+    def save_judgement(self, j: Judgement, records: Sequence[Feedback] = ()) -> bool:
+        """Store a judgement and the feedback it produced, in one transaction, so that a
+        judge killed mid-run leaves each trajectory either judged or not. A failed judgement
+        already stored for the same (trajectory, pair, judge) is replaced; a successful one is
+        kept and ``False`` returned (nothing is written)."""
+        key = and_(judge_calls.c.trajectory_id == j.trajectory_id,
+                   judge_calls.c.versus == j.versus, judge_calls.c.judge_hash == j.judge_hash)
+        with write_begin(self._engine) as conn:
+            status = conn.execute(select(judge_calls.c.status).where(key)).scalar()
+            if status == "ok":
+                return False
+            if status is not None:
+                conn.execute(delete(judge_calls).where(key))
+            conn.execute(insert(judge_calls), [codec.judgement_row(j)])
+            for fb in records:
+                _append_feedback(conn, fb)
+        return True
+
+    def judgements(self, run_id: str, judge_hash: str | None = None, *,
+                   calls: bool = False) -> list[Judgement]:
+        """The run's judgements (of one judge, with ``judge_hash``), oldest first; ``calls``
+        loads the model calls too (heavy)."""
+        q = select(judge_calls).where(judge_calls.c.run_id == run_id)
+        if judge_hash is not None:
+            q = q.where(judge_calls.c.judge_hash == judge_hash)
+        with read_begin(self._engine) as conn:
+            rows = conn.execute(q.order_by(judge_calls.c.created_at, judge_calls.c.id)).mappings()
+            return [codec.judgement_from_row(r, calls=calls) for r in rows]
+
+    def get_judgement(self, judgement_id: str) -> Judgement | None:
+        """One judgement with its model calls, or ``None``."""
+        with read_begin(self._engine) as conn:
+            row = conn.execute(
+                select(judge_calls).where(judge_calls.c.id == judgement_id)).mappings().first()
+        return None if row is None else codec.judgement_from_row(row)
 
     def feedback_for(self, trajectory_id: str) -> list[Feedback]:
         """Every feedback record targeting the trajectory (or its steps and spans), in the
         order written, superseded records included."""
         with read_begin(self._engine) as conn:
             return feedback_by_trajectory(conn, [trajectory_id]).get(trajectory_id, [])
+
+
+def _append_feedback(conn: Connection, fb: Feedback) -> None:
+    """Append ``fb`` after its trajectory's (or run's) last record; an id already stored
+    changes nothing (records are immutable)."""
+    if conn.execute(select(feedback.c.id).where(feedback.c.id == fb.id)).first():
+        return
+    tg = fb.target
+    same = (
+        feedback.c.trajectory_id == tg.trajectory_id
+        if tg.trajectory_id is not None
+        else and_(feedback.c.trajectory_id.is_(None), feedback.c.run_id == tg.run_id)
+    )
+    last = conn.execute(select(func.max(feedback.c.seq)).where(same)).scalar()
+    seq = 0 if last is None else last + 1
+    conn.execute(insert(feedback), [codec.feedback_row(fb, seq)])
