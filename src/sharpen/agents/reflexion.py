@@ -30,22 +30,22 @@ on the last attempt. Steps of every attempt are kept (``info["trial"]``; an atte
 step also keeps the prompt it started with, ``info["trial_prompt"]``); the reflection
 calls are steps too (``info["reflection"]``), and each reflection is stored as
 ``Feedback(source="critic", name="reflection")``. ``trajectory.messages`` holds the last
-attempt's conversation (what produced the final answer).
+attempt's conversation (what produced the final answer). The attempt loop is
+:mod:`sharpen.agents.trials`'s, shared with the ``critic`` agent.
 """
 
 from __future__ import annotations
 
 from typing import Literal, get_args
 
-from sharpen.agents.base import BaseAgent
 from sharpen.agents.tool_agent import Protocol, ToolAgent
+from sharpen.agents.trials import TrialAgent, record_call, retry_params
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.messages import Message
 from sharpen.core.registry import register
-from sharpen.core.trajectory import TRIAL, TRIAL_PROMPT, Step, Trajectory
-from sharpen.envs.base import Environment
+from sharpen.core.trajectory import Trajectory
 from sharpen.models.base import ChatModel
 
 REFLECT_PROMPT = (
@@ -92,7 +92,7 @@ def check_result_chars(value: object) -> None:
 
 
 @register("agent", "reflexion")
-class ReflexionAgent(BaseAgent):
+class ReflexionAgent(TrialAgent):
     """Up to ``trials`` attempts with reflections between them (see the module doc).
 
     Args: ``trials`` (attempts, ≥ 1), ``reflection_tokens`` (max tokens of one
@@ -125,56 +125,23 @@ class ReflexionAgent(BaseAgent):
         self.result_chars = result_chars
         self.inner = ToolAgent(protocol, guidelines_top_k)
 
-    async def run(
-        self, env: Environment, model: ChatModel, spec: AgentSpec, trajectory: Trajectory
-    ) -> None:
-        """Play up to ``trials`` attempts into ``trajectory`` (see the module doc)."""
-        memory: list[str] = []
-        for trial in range(self.trials):
-            attempt_spec = spec
-            if trial > 0:
-                params = dict(spec.params)
-                if self.retry_temperature is not None:
-                    params["temperature"] = self.retry_temperature
-                update: dict = {"params": params}
-                if memory:
-                    update["components"] = {**spec.components, "reflections": "\n\n".join(
-                        [MEMORY_HEADER, *memory[-self.memory_size:]])}
-                attempt_spec = spec.model_copy(update=update)
-            # Same id and run as the episode, so feedback the attempt records targets it.
-            attempt = Trajectory(id=trajectory.id, task=trajectory.task, agent_hash=trajectory.agent_hash,
-                                 seed=trajectory.seed + trial, run_id=trajectory.run_id)
-            await self.inner.run(env, model, attempt_spec, attempt)
-            self._merge(trajectory, attempt, trial)
-            outcome = await env.outcome()
-            if outcome.success or trial == self.trials - 1:
-                break
-            if self.memory != "none":
-                memory.append(await self._remember(model, spec, trajectory, attempt, trial))
-        trajectory.ended_at = trajectory.ended_at or attempt.ended_at
+    def attempt_spec(self, spec: AgentSpec, trial: int, notes: list[str]) -> AgentSpec:
+        """Trial 0: the spec as given; later trials: at ``retry_temperature``, with the last
+        ``memory_size`` memory entries as the ``reflections`` component."""
+        if trial == 0:
+            return spec
+        update: dict = {"params": retry_params(spec, self.retry_temperature)}
+        if notes:
+            update["components"] = {**spec.components, "reflections": "\n\n".join(
+                [MEMORY_HEADER, *notes[-self.memory_size:]])}
+        return spec.model_copy(update=update)
 
-    @staticmethod
-    def _merge(trajectory: Trajectory, attempt: Trajectory, trial: int) -> None:
-        base = len(trajectory.steps)
-        if attempt.steps:  # the prompt this trial ran with (messages keeps only the last trial's)
-            prompt = []
-            for m in attempt.messages:
-                if m.role == "assistant":
-                    break
-                prompt.append(m.model_dump(mode="json"))
-            attempt.steps[0].info[TRIAL_PROMPT] = prompt
-        for step in attempt.steps:
-            step.index += base
-            step.info[TRIAL] = trial
-            trajectory.steps.append(step)
-        for fb in attempt.feedback:
-            if fb.target.step_index is not None:
-                fb.target = fb.target.model_copy(update={"step_index": fb.target.step_index + base})
-            trajectory.feedback.append(fb)
-        trajectory.messages = attempt.messages
-        trajectory.usage = trajectory.usage + attempt.usage
-        trajectory.invalid_actions += attempt.invalid_actions
-        trajectory.ended_at = attempt.ended_at
+    async def after_failure(self, model: ChatModel, spec: AgentSpec, trajectory: Trajectory,
+                            attempt: Trajectory, trial: int) -> str | None:
+        """The memory entry of the failed attempt (none with ``memory="none"``)."""
+        if self.memory == "none":
+            return None
+        return await self._remember(model, spec, trajectory, attempt, trial)
 
     async def _remember(
         self, model: ChatModel, spec: AgentSpec, trajectory: Trajectory, attempt: Trajectory,
@@ -191,11 +158,7 @@ class ReflexionAgent(BaseAgent):
         params = {**spec.params, "max_tokens": self.reflection_tokens, "seed": trajectory.seed + trial}
         completion = await model.complete([ask], None, params)
         text = (completion.message.content or "").strip() or "(no reflection)"
-        index = len(trajectory.steps)
-        trajectory.steps.append(Step(
-            index=index, messages=[ask, completion.message], usage=completion.usage,
-            model_seconds=completion.latency_s, info={"reflection": trial}))
-        trajectory.usage = trajectory.usage + completion.usage
+        index = record_call(trajectory, [ask], completion, {"reflection": trial})
         trajectory.feedback.append(Feedback(
             source="critic", name="reflection", value=text, author=f"agent:reflexion:{model.name}",
             target=FeedbackTarget(kind="step", run_id=trajectory.run_id, trajectory_id=trajectory.id,
