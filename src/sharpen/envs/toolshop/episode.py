@@ -12,7 +12,14 @@ the state after the task's reference writes are replayed on a fresh copy. Each a
   verifier reads the stored answer, through :meth:`Episode.user_turn`); without one, the
   answer says that the request already holds everything;
 - ``finish`` and ``transfer_to_human`` end the episode; so do the customer's ``###STOP###``,
-  a failure of the simulated customer, and ``max_actions`` actions (truncated).
+  a failure of the simulated customer or of the tool simulator, and ``max_actions`` actions
+  (truncated).
+
+With simulated tools (``tool_sim``: the simulator's prompt id), a read or write that passed
+its schema check still runs on the database, but its report waits for the simulated result
+(``StepReport.simulate``): :meth:`Episode.simulated_result` shows the agent that result and
+records the real one beside it (:mod:`.simulation`); :meth:`Episode.simulation_failed` ends
+the episode as ``user_sim``.
 
 A write that changes rows the reference leaves alone adds
 ``Feedback(source="safety", name="collateral_damage")`` to its step; the step that ends the
@@ -21,8 +28,9 @@ episode adds the same record for the whole trajectory when the final state holds
 **Outcome**: ``success`` when the final state's hash equals the expected state's hash;
 ``reward`` 1.0 or 0.0; components ``state_match``, ``goal_rows`` (rows the reference
 changes), ``goal_rows_done`` (of those, rows now as expected), ``collateral_rows`` (rows
-changed that should not be), ``writes``, ``rule_errors``, ``invalid_calls``, ``actions``. A
-failure of the simulated customer gives ``error_kind="user_sim"``, never ``agent``.
+changed that should not be), ``writes``, ``rule_errors``, ``invalid_calls``, ``actions``, and
+with simulated tools ``simulated_calls`` and ``simulated_agreed``. A failure of the simulated
+customer or of the tool simulator gives ``error_kind="user_sim"``, never ``agent``.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from sharpen.core.trajectory import Action
 from sharpen.envs.toolshop import actions
 from sharpen.envs.toolshop.database import RowChange, Snapshot, connect, diff, snapshot, state_hash
 from sharpen.envs.toolshop.schema import check_call
+from sharpen.envs.toolshop.simulation import SIMULATED, agrees, observation
 from sharpen.envs.toolshop.tools import ENDINGS, RESPOND, TOOLS, WRITES
 from sharpen.envs.toolshop.user import UserTurn
 from sharpen.envs.toolshop.world import Shop
@@ -76,13 +85,18 @@ class StepReport:
     feedback: list[Feedback] = field(default_factory=list)
     message: str | None = None
     """For ``respond`` with a simulated customer: the message to send it."""
+    simulate: bool = False
+    """With simulated tools: the call ran on the database (this report is its real answer)
+    and waits for the simulated result."""
 
 
 class Episode:
     """One episode on ``shop``'s database at ``path`` (see the module doc). ``user`` says
-    whether a simulated customer answers ``respond``."""
+    whether a simulated customer answers ``respond``; ``tool_sim`` is the tool simulator's
+    prompt id when tools are simulated."""
 
-    def __init__(self, shop: Shop, path: Path | str, max_actions: int, user: bool = False) -> None:
+    def __init__(self, shop: Shop, path: Path | str, max_actions: int, user: bool = False,
+                 tool_sim: str | None = None) -> None:
         self.shop = shop
         self.conn: sqlite3.Connection | None = connect(path, shop.tables)
         self.initial = snapshot(self.conn)
@@ -90,9 +104,14 @@ class Episode:
         self.state = self.initial
         self.max_actions = max_actions
         self.user = user
+        self.tool_sim = tool_sim
         self.counts = {"actions": 0, "writes": 0, "rule_errors": 0, "invalid_calls": 0}
+        if tool_sim is not None:
+            self.counts |= {"simulated_calls": 0, "simulated_agreed": 0}
         self.ended: str | None = None
         self.user_error: str | None = None
+        self.failed: str = "simulated customer"
+        """Which simulator failed, when one did."""
         self._tools = {t.name: t for t in TOOLS}
 
     @property
@@ -117,7 +136,7 @@ class Episode:
                               info={"invalid": True, "reason": "episode over"}, terminated=True)
         self.counts["actions"] += 1
         report = self._run(action, index)
-        return report if report.message is not None else self._limit(report, index)
+        return report if report.message is not None or report.simulate else self._limit(report, index)
 
     def _limit(self, report: StepReport, index: int) -> StepReport:
         """``report``, truncating the episode if that was the last allowed action."""
@@ -145,12 +164,13 @@ class Episode:
                 return StepReport(NO_USER)
             return StepReport("", message=action.arguments["message"])
         assert self.conn is not None
+        simulate = self.tool_sim is not None and action.tool in SIMULATED
         try:
             result = actions.call(self.conn, action.tool, action.arguments)
         except actions.RuleError as exc:
             self.counts["rule_errors"] += 1
-            return StepReport(f"Error: {exc}.", info={"rule_error": str(exc)})
-        report = StepReport(json.dumps(result, ensure_ascii=False))
+            return StepReport(f"Error: {exc}.", info={"rule_error": str(exc)}, simulate=simulate)
+        report = StepReport(json.dumps(result, ensure_ascii=False), simulate=simulate)
         if action.tool in WRITES:
             self.counts["writes"] += 1
             new = snapshot(self.conn)
@@ -179,13 +199,33 @@ class Episode:
             return StepReport(text, info=info, terminated=True, feedback=self._final_feedback(index))
         return self._limit(StepReport(text, info=info), index)
 
-    def fail_user(self, error: str) -> None:
-        """The simulated customer failed: the episode ends, labelled ``user_sim``."""
+    def simulated_result(self, real: StepReport, value: Any, index: int) -> StepReport:
+        """The step of a simulated call: the agent sees ``value``, the simulated result;
+        ``real`` (the report :meth:`apply` gave) stays in ``info["tool_sim"]``."""
+        agreed = agrees(real.observation, value)
+        self.counts["simulated_calls"] += 1
+        self.counts["simulated_agreed"] += agreed
+        info = {**real.info, "tool_sim": {"prompt": self.tool_sim, "result": value,
+                                          "real": real.observation, "agrees": agreed}}
+        return self._limit(StepReport(observation(value), info=info, feedback=real.feedback), index)
+
+    def simulation_failed(self, real: StepReport, error: str) -> StepReport:
+        """The step of a simulated call the tool simulator could not answer: the episode
+        ends, labelled ``user_sim``."""
+        self.fail_user(error, "tool simulator")
+        info = {**real.info, "user_sim_error": error,
+                "tool_sim": {"prompt": self.tool_sim, "error": error, "real": real.observation}}
+        return StepReport(self._user_failed(), info=info, terminated=True, feedback=real.feedback)
+
+    def fail_user(self, error: str, who: str = "simulated customer") -> None:
+        """A simulator (``who``) failed: the episode ends, labelled ``user_sim``."""
         self.user_error = error
+        self.failed = who
         self.ended = "user_sim"
 
     def _user_failed(self) -> str:
-        return (f"The simulated customer failed ({self.user_error}); the conversation ends here. "
+        ends = "conversation" if self.failed == "simulated customer" else "episode"
+        return (f"The {self.failed} failed ({self.user_error}); the {ends} ends here. "
                 "This is not counted against you.")
 
     def _final_feedback(self, index: int) -> list[Feedback]:
@@ -213,12 +253,16 @@ class Episode:
             shown = "; ".join(c.describe_against_expected() for c in wrong[:_SHOWN])
             parts.append(f"{len(wrong)} goal row(s) not as the reference leaves them: {shown}")
         parts.append(f"ended by: {self.ended or 'no ending (agent stopped)'}")
+        if self.tool_sim is not None:
+            parts.append(f"tools simulated by {self.tool_sim}: {self.counts['simulated_agreed']} "
+                         f"of {self.counts['simulated_calls']} results agreed with the real shop "
+                         "(the verdict is only as good as the simulation)")
         components = {"state_match": float(match), "goal_rows": float(len(goal)),
                       "goal_rows_done": float(done), "collateral_rows": float(len(bad)),
                       **{k: float(v) for k, v in self.counts.items()}}
         if self.user_error is not None:
             return Outcome(success=False, reward=0.0, components=components, error_kind="user_sim",
-                           error=f"simulated customer failed: {self.user_error}",
+                           error=f"{self.failed} failed: {self.user_error}",
                            evidence="; ".join(parts))
         return Outcome(success=match, reward=float(match), components=components,
                        evidence="; ".join(parts))
