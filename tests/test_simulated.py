@@ -31,7 +31,14 @@ from servers import free_port
 from sharpen.core import PluginRef
 from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY
-from sharpen.envs.simulated import USER_PROMPTS, UserProfile, UserPrompt, UserSimulator, check_reply
+from sharpen.envs.simulated import (
+    REALISM_RUBRIC,
+    USER_PROMPTS,
+    UserProfile,
+    UserPrompt,
+    UserSimulator,
+    check_reply,
+)
 from sharpen.envs.simulated.tools import ANY_RESULT, ERROR_RESULT, ToolSimError, ToolSimulator
 from sharpen.envs.toolshop import TOOLS, ToolshopEnv, ToolshopVerifier, simulation
 from sharpen.envs.toolshop.user import USER_PROMPTS as CUSTOMER_PROMPTS
@@ -196,3 +203,11 @@ async def test_the_embedded_model_as_user_and_tools():
     else:
         jsonschema.validate(value, {"anyOf": [simulation.RESULT_SCHEMAS["list_orders"],
                                               ERROR_RESULT]})
+
+
+def test_the_realism_rubric_is_a_rubric():
+    rubric = pytest.importorskip("sharpen.judges.rubric")
+    r = rubric.Rubric.load(REALISM_RUBRIC)
+    assert r.name == "user_realism"
+    assert [c.name for c in r.criteria] == ["stays_in_role", "waits_to_be_asked", "consistent",
+                                            "natural"]
