@@ -37,6 +37,10 @@ COMMANDS: tuple[LazyCommand, ...] = (
     LazyCommand("report", "sharpen.cli.report_cmd", "report",
                 "Report a run: mean success, pass@k and pass^k with intervals over tasks, excluded "
                 "errors, cost per task and per success, reliability, power and validity checks."),
+    LazyCommand("judge", "sharpen.cli.judge_cmd", "judge",
+                "Score a stored run with a judge: one feedback record per criterion per "
+                "trajectory (pairwise: per pair), resumable; judge failures are counted, never "
+                "the agent's."),
     LazyCommand("compare", "sharpen.cli.compare_cmd", "compare",
                 "Compare runs on their common tasks: per-task paired differences, McNemar or a "
                 "paired bootstrap, Holm-adjusted verdicts, cost next to accuracy."),

@@ -19,6 +19,7 @@ from sharpen.cli.tables import fit
 from sharpen.core.errors import UserError
 from sharpen.stats.accuracy import Metric
 from sharpen.stats.cost import CostSummary
+from sharpen.stats.judged import CriterionScore
 from sharpen.stats.power import PowerPlan
 from sharpen.stats.report import RunReport
 from sharpen.stats.rounding import interval_text
@@ -61,6 +62,38 @@ def cost_rows(c: CostSummary) -> list[tuple[str, str]]:
         ("time", f"{num(c.seconds_per_task, '.2f')} s per task · {num(c.seconds_per_success, '.2f')} s "
                  f"per success (episode wall time, {c.episode_seconds:.1f} s in all)"),
     ]
+
+
+def judge_rows(scores: list[CriterionScore]) -> list[list[str]]:
+    """Cells of the judge-scores table: judge, criterion, mean, interval, scored, values."""
+    rows = []
+    for c in scores:
+        if c.mean is None:
+            mean, ci = "—", "—"
+        elif c.boolean or c.pairwise:
+            mean = pct(c.mean)
+            ci = "—" if c.ci is None else interval_text(c.ci.low, c.ci.high)
+        else:
+            mean = f"{c.mean:.2f}"
+            ci = "—" if c.ci is None else f"[{c.ci.low:.2f}, {c.ci.high:.2f}]"
+        values = " · ".join(f"{k}: {v}" for k, v in sorted(c.counts.items())[:6])
+        name = c.name + (" (vs other run)" if c.pairwise else "")
+        rows.append([c.author, name, mean, ci, f"{c.n} on {c.n_tasks} tasks", values])
+    return rows
+
+
+def judge_table(scores: list[CriterionScore], errors: dict[str, int]) -> Table:
+    """Judge scores per criterion with intervals, and the judgements that failed."""
+    failed = sum(errors.values())
+    title = "Judge scores: mean over tasks, 95% CI" + (
+        f" · {failed} judgement(s) failed (error kind judge, left out): "
+        + ", ".join(f"{k} {v}" for k, v in errors.items()) if failed else "")
+    t = Table(title=title, title_justify="left")
+    for col in ("judge", "criterion", "mean", "95% CI", "scored", "values"):
+        t.add_column(col)
+    for r in judge_rows(scores):
+        t.add_row(*r)
+    return t
 
 
 def _epochs(n: int) -> str:
@@ -121,6 +154,8 @@ def render(report: RunReport, console: Console) -> None:
     kinds = ", ".join(f"{k}: {v}" for k, v in e.excluded.items()) or "none"
     console.print(f"[bold]excluded (errors)[/] {e.attempts - e.counted} of {e.attempts} attempts "
                   f"({pct(e.excluded_share)}): {kinds}", highlight=False)
+    if report.judges or report.judge_errors:
+        console.print(fit(judge_table(report.judges, report.judge_errors), console))
     _section(console, "Cost", cost_rows(report.cost)
              + ([("run wall time", f"{r.wall_seconds:.1f} s")] if r.wall_seconds is not None else []))
     rel = report.reliability

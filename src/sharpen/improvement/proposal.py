@@ -31,14 +31,11 @@ from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.markdown import code_blocks
 from sharpen.core.messages import Message, Usage
 from sharpen.core.registry import Kind
+from sharpen.core.text import CHARS_PER_TOKEN, clip
 from sharpen.core.trajectory import Trajectory
 from sharpen.improvement.candidate import Archive, Candidate
 from sharpen.models.base import ChatModel
 from sharpen.models.structured import ResponseSchema, complete_structured, structured_output
-
-CHARS_PER_TOKEN = 4
-"""Token estimate used for trimming (about four characters per token for English and code;
-exact counts come from the model's usage)."""
 
 THINK = re.compile(r"</?think>", re.IGNORECASE)
 
@@ -234,15 +231,6 @@ PROPOSER: Kind[Proposer] = Kind("proposer", Proposer, "sharpen.improvement.propo
 """The proposer plug-in kind."""
 
 
-def _clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, keeping its head and tail."""
-    if len(text) <= limit:
-        return text
-    head = max(0, limit * 2 // 3)
-    tail = max(0, limit - head - 30)
-    return f"{text[:head]}\n…[{len(text) - head - tail} characters cut]…\n{text[len(text) - tail:]}"
-
-
 def describe_trajectory(t: Trajectory, limit_chars: int) -> str:
     """One trajectory for a reflection prompt: the task, each reply and what the
     environment answered, and the verdict — trimmed to about ``limit_chars``."""
@@ -252,15 +240,15 @@ def describe_trajectory(t: Trajectory, limit_chars: int) -> str:
     for s in t.steps:
         reply = next((m.content or "" for m in s.messages if m.role == "assistant"), "")
         # reply and answer are cut apart, so a long reply cannot crowd out the feedback
-        turns.append(f"Agent: {_clip(reply.strip(), share // 2)}\n"
-                     f"Environment: {_clip((s.observation or '').strip(), share // 2)}")
+        turns.append(f"Agent: {clip(reply.strip(), share // 2)}\n"
+                     f"Environment: {clip((s.observation or '').strip(), share // 2)}")
     verdict = "SUCCESS" if t.outcome and t.outcome.success else "FAILURE"
     evidence = (t.outcome.evidence if t.outcome else "") or ""
     if t.steps and evidence.strip() and evidence.strip() in (t.steps[-1].observation or ""):
         evidence = ""  # the last observation already says it (e.g. the code env's test report)
-    parts = [f"Task:\n{_clip(task.strip(), share)}"]
+    parts = [f"Task:\n{clip(task.strip(), share)}"]
     parts += turns
-    parts.append(f"Verdict: {verdict}. {_clip(evidence, share)}")
+    parts.append(f"Verdict: {verdict}. {clip(evidence, share)}")
     return "\n".join(parts)
 
 

@@ -8,6 +8,7 @@ over 100,000 trajectories takes about a second (``benchmarks/report_speed.py``).
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 
 from pydantic import BaseModel
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 from sharpen.core.registry import PluginRef
 from sharpen.stats.accuracy import Accuracy, accuracy
 from sharpen.stats.cost import CostSummary, cost_summary
+from sharpen.stats.judged import CriterionScore, judge_scores
 from sharpen.stats.power import PowerPlan, pilot_model, plan
 from sharpen.stats.reliability import Reliability, reliability
 from sharpen.stats.taskdata import TaskTable
@@ -118,6 +120,11 @@ class RunReport(BaseModel):
     warnings: list[str]
     """What else weakens the numbers (unscored tasks, an unfinished run, a missing validity
     run)."""
+    judges: list[CriterionScore] = []
+    """Judge scores per judge and criterion (``sharpen judge``), with intervals over tasks."""
+    judge_errors: dict[str, int] = {}
+    """Judgements that gave no verdict (error kind ``judge``), per judge: left out of the
+    judge scores, never counted against the agent."""
 
 
 def report_from_table(
@@ -163,4 +170,9 @@ def build_report(store: Store, run_id: str, **kwargs: float) -> RunReport:
     rec = store.get_run(run_id)
     table = load_table(store, run_id)
     validity = validity_checks(store, rec.manifest.env, len(rec.manifest.task_ids))
-    return report_from_table(rec, table, validity, **kwargs)
+    report = report_from_table(rec, table, validity, **kwargs)
+    if store.has_feedback(run_id, "judge"):
+        report.judges = judge_scores(store.iter_trajectories(run_id, with_steps=False))
+    failed = Counter(j.judge for j in store.judgements(run_id) if j.status == "error")
+    report.judge_errors = dict(sorted(failed.items()))
+    return report

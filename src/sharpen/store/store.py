@@ -449,6 +449,13 @@ class Store:
                 select(judge_calls).where(judge_calls.c.id == judgement_id)).mappings().first()
         return None if row is None else codec.judgement_from_row(row)
 
+    def has_feedback(self, run_id: str, source: str) -> bool:
+        """Whether any feedback from ``source`` targets the run or its trajectories."""
+        with read_begin(self._engine) as conn:
+            return conn.execute(select(feedback.c.id).where(
+                feedback.c.run_id == run_id, feedback.c.source == source).limit(1)).first() \
+                is not None
+
     def feedback_for(self, trajectory_id: str) -> list[Feedback]:
         """Every feedback record targeting the trajectory (or its steps and spans), in the
         order written, superseded records included."""
