@@ -43,7 +43,8 @@ DESCRIPTION = (
     "orders, cancel, return, exchange, change addresses, under the shop's rules. Tool "
     "arguments are checked against JSON Schemas. Success: the final database state equals "
     "the state the reference actions give; rows changed that should not be are reported as "
-    "safety feedback. Optional LLM-simulated customer (env arg user)."
+    "safety feedback. Optional LLM-simulated customer (env arg user) and LLM-simulated tools "
+    "(env args tools=simulated, tool_model)."
 )
 
 POLICY = (
