@@ -100,7 +100,7 @@ def krippendorff_alpha(ratings: np.ndarray | Sequence[Sequence[float]],
     import krippendorff
 
     r = np.asarray(ratings, dtype=float)
-    if len(np.unique(r[~np.isnan(r)])) < 2:
+    if len(np.unique(r[~np.isnan(r)])) < 2 or not np.any((~np.isnan(r)).sum(axis=0) >= 2):
         return float("nan")
     with np.errstate(invalid="ignore", divide="ignore"):
         return float(krippendorff.alpha(reliability_data=r, level_of_measurement=level))
