@@ -12,6 +12,7 @@ from rich.table import Table
 
 from sharpen.cli.options import (
     BaseUrlOpt,
+    EnvArgOpt,
     JsonOpt,
     ModelArgOpt,
     ModelNameOpt,
@@ -28,6 +29,8 @@ from sharpen.runner.signals import Terminated, run_sync
 if TYPE_CHECKING:
     from sharpen.core.judgement import Judgement
     from sharpen.judges.runner import JudgeSummary
+    from sharpen.judges.validity import ValidityReport
+    from sharpen.stats.estimate import Estimate
     from sharpen.store import Store
 
 JudgeOpt = Annotated[str, typer.Option(
@@ -141,3 +144,104 @@ def judge(
     if table is not None:
         console.print(table)
 
+
+
+def _est(e: Estimate | None, percent: bool = False) -> str:
+    """``value [low, high]`` of an estimate (``n/a`` when undefined)."""
+    if e is None or e.value is None:
+        return "n/a"
+    if percent:
+        ci = "" if e.low is None or e.high is None else f" [{100 * e.low:.1f}, {100 * e.high:.1f}]"
+        return f"{100 * e.value:.1f}%{ci}"
+    ci = "" if e.low is None or e.high is None else f" [{e.low:.2f}, {e.high:.2f}]"
+    return f"{e.value:.2f}{ci}"
+
+
+def validity_table(r: ValidityReport) -> Table:
+    """The validity report as one table (docs/judges.md, Reading the validity report)."""
+    v = r.verifier
+    t = Table(title=f"judge validity on {r.env.name}: {r.judge} ({r.model}), criterion "
+              f"{r.criterion!r}, {r.n} trajectories · 95% intervals", show_header=False,
+              title_justify="left")
+    thr = "" if r.threshold is None else f" (score ≥ {r.threshold:g} counts as a pass)"
+    t.add_row("verifier pass rate", "n/a" if v.base_rate is None else f"{100 * v.base_rate:.1f}%")
+    t.add_row("judge pass rate", ("n/a" if v.judge_rate is None else f"{100 * v.judge_rate:.1f}%")
+              + thr)
+    t.add_row("accuracy vs verifier", _est(v.accuracy, percent=True))
+    t.add_row("Cohen's κ vs verifier", _est(v.kappa))
+    t.add_row("AUROC vs verifier", _est(v.auroc) if v.auroc else "n/a (yes/no labels)")
+    for s in r.sources:
+        judge_rate = "n/a" if s.judge_rate is None else f"{100 * s.judge_rate:.1f}%"
+        who = "real agent" if s.source == "agent" else f"{s.source} agent"
+        t.add_row(who, f"{s.n} trajectories · verifier passes {100 * s.verifier_rate:.1f}% · "
+                  f"judge passes {judge_rate}")
+    if r.length_bias is not None:
+        lb = r.length_bias
+        t.add_row("length bias", f"Spearman ρ(score, length) within verdicts {_est(lb.within)}"
+                  f" · passed {_est(lb.passed)} · failed {_est(lb.failed)}")
+    if r.flip is not None:
+        f = r.flip
+        first = "n/a" if f.first_shown is None else f"{100 * f.first_shown:.1f}%"
+        t.add_row("position bias (pairwise)", f"{f.flips} of {f.n} pairs flip with the order: "
+                  f"{_est(f.rate, percent=True)} · first-shown wins {first} of decisive verdicts")
+    if r.consistency is not None:
+        c = r.consistency
+        t.add_row("self-consistency", f"{c.n} transcripts × {c.repeats} samples at temperature "
+                  f"0.7: α {_est(c.alpha)} · pairwise agreement "
+                  f"{_est(c.pairwise_agreement, percent=True)}")
+    t.add_row("judge errors", f"{r.judge_errors} judgements gave no verdict (left out)")
+    t.add_row("judge tokens", f"{r.tokens:,} this call (stored judgements are reused)")
+    return t
+
+
+def validate_judge(
+    env: Annotated[str, typer.Argument(help="An environment with a verifier (`sharpen envs`).")],
+    judge: JudgeOpt,
+    judge_arg: JudgeArgOpt = None,
+    criterion: Annotated[str | None, typer.Option(
+        help="The judge's criterion to hold against the verifier (default: its first yes/no "
+             "criterion).")] = None,
+    tasks: Annotated[int, typer.Option(min=2, help="Tasks per agent (reference, null and the "
+                                       "real agent each play them).")] = 34,
+    agent_run: Annotated[list[str] | None, typer.Option(
+        help="A stored run to use as the real agent's (repeatable); default: run the default "
+             "agent spec (the embedded model) on the same tasks.")] = None,
+    env_arg: EnvArgOpt = None,
+    split: Annotated[str | None, typer.Option(help="Task split (default: all).")] = None,
+    seed: Annotated[int, typer.Option(help="Task seed.")] = 0,
+    pairs: Annotated[int, typer.Option(min=0, help="(agent, reference) pairs the pairwise "
+                                       "judge sees in both orders (0: skip).")] = 20,
+    samples: Annotated[int, typer.Option(min=0, help="Samples per transcript for "
+                                         "self-consistency (0: skip).")] = 3,
+    consistency_items: Annotated[int, typer.Option(min=1, help="Transcripts sampled.")] = 20,
+    concurrency: Annotated[int, typer.Option(min=1, help="Work in flight at once.")] = 1,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    model_name: ModelNameOpt = None,
+    model_arg: ModelArgOpt = None,
+    json_out: JsonOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """Measure a judge against a verifier: accuracy, Cohen's κ and AUROC with 95% intervals on
+    reference, null and real-agent trajectories; length bias, position bias, self-consistency."""
+    from sharpen.judges.validity import ValidityPlan, gather, measure
+
+    console = Console(stderr=json_out)
+    setup = judge_setup(judge, judge_arg, model, base_url, model_name, model_arg)
+    plan = ValidityPlan(env=PluginRef(name=env, args=parse_kv(env_arg, "--env-arg")),
+                        judge=setup, tasks=tasks, split=split, seed=seed,
+                        agent_runs=agent_run or [], criterion=criterion, pairs=pairs,
+                        samples=samples, consistency_items=consistency_items,
+                        concurrency=concurrency)
+    st = open_store(store)
+    try:
+        gathered = run_sync(gather(st, plan, progress=not json_out))
+    except KeyboardInterrupt as exc:
+        console.print("[yellow]Interrupted.[/] Runs and judgements so far are saved; rerun the "
+                      "same command to go on from there.")
+        raise typer.Exit(exc.exit_code if isinstance(exc, Terminated) else 130) from None
+    report = measure(gathered)
+    if json_out:
+        print(report.model_dump_json(indent=2))
+        return
+    console.print(validity_table(report))

@@ -41,6 +41,10 @@ COMMANDS: tuple[LazyCommand, ...] = (
                 "Score a stored run with a judge: one feedback record per criterion per "
                 "trajectory (pairwise: per pair), resumable; judge failures are counted, never "
                 "the agent's."),
+    LazyCommand("validate-judge", "sharpen.cli.judge_cmd", "validate_judge",
+                "Measure a judge against a verifier: accuracy, Cohen's κ and AUROC with 95% "
+                "intervals on reference, null and real-agent trajectories; length bias, position "
+                "bias, self-consistency."),
     LazyCommand("compare", "sharpen.cli.compare_cmd", "compare",
                 "Compare runs on their common tasks: per-task paired differences, McNemar or a "
                 "paired bootstrap, Holm-adjusted verdicts, cost next to accuracy."),

@@ -19,6 +19,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
@@ -111,14 +112,22 @@ class _Recorder(ModelWrapper):
         return out
 
 
-def resolve_judge(text: str) -> PluginRef:
-    """``--judge``: a registered judge name, or a rubric file (YAML with ``criteria``) that
-    becomes ``{name: rubric, args: {rubric: ...}}`` — its content, not its path, so the
-    judge's hash changes when the rubric does."""
-    from pathlib import Path
+RUBRICS = Path(__file__).with_name("rubrics")
+"""Rubrics shipped with sharpen, named ``rubric:NAME`` (``rubric:solved``)."""
 
+
+def resolve_judge(text: str) -> PluginRef:
+    """``--judge``: a rubric file (YAML with ``criteria``), a shipped rubric ``rubric:NAME``,
+    or a registered judge name. A rubric becomes ``{name: rubric, args: {rubric: ...}}`` —
+    its content, not its path, so the judge's hash changes when the rubric does."""
     from sharpen.judges.rubric import Rubric
 
+    if text.startswith("rubric:"):
+        path = RUBRICS / f"{text.removeprefix('rubric:')}.yaml"
+        if not path.is_file():
+            shipped = ", ".join(f"rubric:{p.stem}" for p in sorted(RUBRICS.glob("*.yaml")))
+            raise UserError(f"no shipped rubric {text!r}", f"use one of {shipped}, or a file")
+        text = str(path)
     if text.endswith((".yaml", ".yml", ".json")) or Path(text).is_file():
         rubric = Rubric.load(text)
         return PluginRef(name="rubric", args={"rubric": rubric.model_dump(mode="json")})
