@@ -28,6 +28,7 @@ from sharpen.runner.signals import Terminated, run_sync
 
 if TYPE_CHECKING:
     from sharpen.core.judgement import Judgement
+    from sharpen.judges.agreement import CriterionAgreement
     from sharpen.judges.runner import JudgeSummary
     from sharpen.judges.validity import ValidityReport
     from sharpen.stats.estimate import Estimate
@@ -245,3 +246,47 @@ def validate_judge(
         print(report.model_dump_json(indent=2))
         return
     console.print(validity_table(report))
+
+
+def agreement_table(a: CriterionAgreement) -> Table:
+    """One judge against people on one criterion: the statistics and the confusion matrix."""
+    s = a.stats
+    t = Table(title=f"{a.criterion}: {a.judge} vs people · {s.n} trajectories on "
+              f"{s.n_clusters} tasks ({a.scale}) · 95% intervals", title_justify="left")
+    t.add_column("judge \\ human")
+    for label in s.labels:
+        t.add_column(str(label), justify="right")
+    for label, counts in zip(s.labels, s.confusion, strict=True):
+        t.add_row(str(label), *(str(c) for c in counts))
+    kappa = "Cohen's κ" + (f" ({s.kappa_weights})" if s.kappa_weights else "")
+    t.caption = (f"raw agreement {_est(s.raw_agreement, percent=True)} · {kappa} "
+                 f"{_est(s.kappa)} · Krippendorff's α {_est(s.alpha)}"
+                 + (f" · Spearman ρ {_est(s.spearman)}" if s.spearman else ""))
+    return t
+
+
+def agreement(
+    runs: Annotated[list[str], typer.Argument(help="Run ids (or unique prefixes) whose "
+                                             "trajectories carry judge and human records.")],
+    criterion: Annotated[str | None, typer.Option(help="Only this criterion.")] = None,
+    json_out: JsonOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """Judge–human agreement per criterion: Cohen's κ, Krippendorff's α and Spearman's ρ with
+    bootstrap intervals and the confusion matrix, from annotations with the judge's names."""
+    from sharpen.judges.agreement import human_agreement
+
+    st = open_store(store)
+    trajectories = [t for r in runs for t in st.iter_trajectories(st.resolve_run(r),
+                                                                   with_steps=False)]
+    found = human_agreement(trajectories, criterion)
+    if json_out:
+        print(json.dumps([a.model_dump(mode="json") for a in found], indent=2))
+        return
+    console = Console()
+    if not found:
+        console.print("No trajectory has both a judge score and a human annotation of the same "
+                      "name. Annotate in `sharpen view` with the criterion's name (docs/judges.md).")
+        raise typer.Exit(1)
+    for a in found:
+        console.print(agreement_table(a))

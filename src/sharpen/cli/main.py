@@ -45,6 +45,10 @@ COMMANDS: tuple[LazyCommand, ...] = (
                 "Measure a judge against a verifier: accuracy, Cohen's κ and AUROC with 95% "
                 "intervals on reference, null and real-agent trajectories; length bias, position "
                 "bias, self-consistency."),
+    LazyCommand("agreement", "sharpen.cli.judge_cmd", "agreement",
+                "Judge–human agreement per criterion: Cohen's κ, Krippendorff's α and Spearman's "
+                "ρ with bootstrap intervals and the confusion matrix, from annotations with the "
+                "judge's names."),
     LazyCommand("compare", "sharpen.cli.compare_cmd", "compare",
                 "Compare runs on their common tasks: per-task paired differences, McNemar or a "
                 "paired bootstrap, Holm-adjusted verdicts, cost next to accuracy."),
