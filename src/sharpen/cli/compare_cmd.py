@@ -53,11 +53,43 @@ def render(rep: ComparisonReport, console: Console) -> None:
                       mark + p_cell(c.p_value), *([mark + p_cell(c.p_adjusted)] if rep.holm else []),
                       c.method + disc)
     console.print(fit(comps, console))
+    if rep.judge_scores:
+        console.print(fit(judge_table(rep), console))
     for c in rep.comparisons:
         colour = {"better": "green", "worse": "bold red", "none": "default"}[c.direction]
         console.print(f"[bold]{c.label_b} vs A:[/] [{colour}]{c.verdict}[/]", highlight=False)
     for w in rep.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def _score(x: float | None, boolean: bool) -> str:
+    if x is None:
+        return "—"
+    return pct(x) if boolean else f"{x:.2f}"
+
+
+def judge_table(rep: ComparisonReport) -> Table:
+    """Judge scores paired on common tasks: yes/no criteria in points, graded ones in the
+    judge's units (:mod:`sharpen.stats.judge_compare`)."""
+    t = Table(title="Judge scores on common tasks (difference = other − A: points for yes/no, "
+              "score units for graded; p unadjusted)", title_justify="left")
+    for col in ("", "judge", "criterion", "tasks", "A", "other", "difference [95% CI]", "p",
+                "method"):
+        t.add_column(col, no_wrap=col == "difference [95% CI]")
+    for c in rep.judge_scores:
+        scale = 100.0 if c.boolean else 1.0
+        diff = "—" if c.difference is None else (
+            f"{scale * c.difference:+.{1 if c.boolean else 2}f}" + (
+                "" if c.ci is None else " " + interval_text(
+                    c.ci.low, c.ci.high, scale=scale, digits=1 if c.boolean else 2,
+                    signed=True)))
+        note = f" (discordant {c.discordant[0]}/{c.discordant[1]})" if c.discordant else (
+            f" ({c.zero_differences} unchanged)" if c.method == "wilcoxon-pratt" else "")
+        p = ("≤ " if c.p_upper_bound else "") + p_cell(c.p_value)
+        t.add_row(f"{c.label_b} vs A", c.author, c.name, str(c.matched_tasks),
+                  _score(c.mean_a, c.boolean), _score(c.mean_b, c.boolean), diff,
+                  p if c.method != "none" else "—", c.method + note)
+    return t
 
 
 def compare(

@@ -4,7 +4,8 @@ The first run is the baseline ``A``; every other run (``B``, ``C``, ...) is comp
 by :func:`sharpen.stats.paired.compare_pair`. With more than one comparison the p-values are
 Holm-adjusted (:mod:`sharpen.stats.multiple`) and the verdicts use the adjusted values, so
 the chance of any false "better"/"worse" stays at α. Intervals stay at their nominal level
-(unadjusted). ``any_worse`` is what ``--fail-if-worse`` gates on.
+(unadjusted). ``any_worse`` is what ``--fail-if-worse`` gates on. Judge scores the runs share
+are paired on tasks too (:mod:`sharpen.stats.judge_compare`); they are shown, never gated on.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sharpen.core.errors import UserError
 from sharpen.stats.accuracy import Metric, success_metric
 from sharpen.stats.bootstrap import DEFAULT_REPS
 from sharpen.stats.cost import CostSummary, Frontier, FrontierPoint, cost_summary, frontier
+from sharpen.stats.judge_compare import JudgeComparison, compare_scores, judge_values
 from sharpen.stats.multiple import holm
 from sharpen.stats.paired import PairedComparison, compare_pair, with_verdict
 from sharpen.stats.report import ErrorSummary, RunInfo, error_summary, load_table
@@ -60,6 +62,9 @@ class ComparisonReport(BaseModel):
     """Whether any run is significantly worse than the baseline."""
     seed: int
     """Seed of the bootstrap's numpy Generator."""
+    judge_scores: list[JudgeComparison] = []
+    """Judge scores paired on tasks, per other run, judge and criterion
+    (:mod:`sharpen.stats.judge_compare`); empty when no judge scored two of the runs."""
 
 
 def brief(label: str, rec: RunRecord, table: TaskTable) -> RunBrief:
@@ -125,5 +130,12 @@ def compare_stored(runs: Sequence[tuple[Store, str]], *, seed: int = 0, alpha: f
     ids = [run_id for _, run_id in runs]
     if len(set(ids)) < len(ids):
         raise UserError("the same run is named twice", "name each run once; `sharpen runs` lists them")
-    return compare_runs([st.get_run(i) for st, i in runs], [load_table(st, i) for st, i in runs],
-                        seed=seed, alpha=alpha, n_boot=n_boot)
+    rep = compare_runs([st.get_run(i) for st, i in runs], [load_table(st, i) for st, i in runs],
+                       seed=seed, alpha=alpha, n_boot=n_boot)
+    # A Generator of its own, so judge scores leave the success comparison's draws unchanged.
+    rng = np.random.default_rng(seed)
+    scores = [judge_values(st.iter_trajectories(i, with_steps=False)) for st, i in runs]
+    judged = [c for k in range(1, len(runs))
+              for c in compare_scores(scores[0], scores[k], rng, run_a=ids[0], run_b=ids[k],
+                                      label_b=label(k), n_boot=n_boot)]
+    return rep.model_copy(update={"judge_scores": judged})
