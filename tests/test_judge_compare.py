@@ -76,7 +76,7 @@ def judged(tmp_path: Path) -> tuple[Store, list[Trajectory], list[Trajectory]]:
 
 
 def test_compare_pairs_each_judges_criterion_on_tasks(judged) -> None:
-    store, a, b = judged
+    store, _, _ = judged
     rep = compare_stored([(store, "run-a"), (store, "run-b")], seed=3)
     by_name = {c.name: c for c in rep.judge_scores}
     assert sorted(by_name) == ["quality", "solved"] and len(rep.judge_scores) == 2
