@@ -365,3 +365,79 @@ def test_exports_fine_tune_the_embedded_model_with_trl(stored, tmp_path: Path) -
     [logged] = [h for h in dpo.state.log_history if "loss" in h]
     # Step one: the policy is its own reference, so the DPO loss is log 2 on any pair.
     assert logged["loss"] == pytest.approx(np.log(2), abs=1e-3) and "rewards/margins" in logged
+
+
+RUN_B = "export-run-b"
+
+
+def _verdict(store: Store, t: Trajectory, other: Trajectory, value: float, name: str = "better") -> None:
+    """A pairwise judge's verdict on ``t`` against ``other``, stored as ``judge_run`` does."""
+    from sharpen.core.judgement import Judgement
+    from sharpen.judges.runner import judge_author
+
+    j = Judgement(run_id=t.run_id, trajectory_id=t.id, versus=other.id, judge="pairwise",
+                  judge_hash=uuid.uuid4().hex, model="SmolLM2", status="ok")
+    fb = Feedback(source="judge", name=name, value=value, author=judge_author(j), call_id=j.id,
+                  versus=other.id, target=FeedbackTarget(kind="trajectory", run_id=t.run_id,
+                                                         trajectory_id=t.id))
+    assert store.save_judgement(j, [fb])
+
+
+@pytest.fixture
+def judged_pairs(stored) -> tuple[Store, dict[tuple[int, int], Trajectory], dict[int, Trajectory]]:
+    """``stored`` plus run B on tasks 0–3 (one epoch, the same prompts), judged pairwise
+    against run A's epoch 0: B wins task 0 (verdict on A), ties task 1, wins task 3 (one
+    verdict on each side, two criteria), and task 2's B attempt errored (not kept)."""
+    store, trajs = stored
+    spec = AgentSpec(name="b", instructions="other")
+    tasks = [trajs[i, 0].task for i in range(4)]
+    store.create_run(RunManifest(run_id=RUN_B, env=ENV, agent_hash=spec.hash(),
+                                 task_ids=[t.id for t in tasks], epochs=1, seed=0, config_hash="hb"),
+                     spec, tasks)
+    b = {}
+    for i, task in enumerate(tasks):
+        outcome = Outcome(success=False, error_kind="infra") if i == 2 else Outcome(success=False)
+        b[i] = Trajectory(id=uuid.uuid4().hex, run_id=RUN_B, task=task, agent_hash=spec.hash(),
+                          epoch=0, outcome=outcome, messages=_messages(i, 9, native=i == 1))
+        assert store.save_trajectory(b[i])
+    _verdict(store, trajs[0, 0], b[0], 0.0)
+    _verdict(store, trajs[1, 0], b[1], 0.5)
+    _verdict(store, trajs[2, 0], b[2], 1.0)
+    _verdict(store, b[3], trajs[3, 0], 1.0)
+    _verdict(store, trajs[3, 0], b[3], 0.0, name="concise")
+    return store, trajs, b
+
+
+def test_judge_preference_pairs_follow_pairwise_verdicts(judged_pairs) -> None:
+    store, trajs, b = judged_pairs
+    lines, count = export(store, [RUN, RUN_B], "preference", preference="judge")
+    pairs = list(lines)
+    # The verifier would prefer A's successes; the judge preferred B on tasks 0 and 3.
+    assert [(p["meta"]["chosen"]["trajectory_id"], p["meta"]["rejected"]["trajectory_id"])
+            for p in pairs] == [(b[0].id, trajs[0, 0].id), (b[3].id, trajs[3, 0].id)]
+    assert [p["meta"]["judge"] for p in pairs] == [{"share": 1.0, "verdicts": 1},
+                                                   {"share": 1.0, "verdicts": 2}]
+    first = pairs[0]
+    assert first["prompt"] == [m.to_openai() for m in b[0].messages[:2]]
+    assert first["chosen"] == _turns(b[0])[2:] and first["rejected"] == _turns(trajs[0, 0])[2:]
+    # Task 1 is a tie; task 2's B attempt errored, so it is not kept and its verdict has no pair.
+    assert (count.ties, count.unpaired, count.written) == (1, 1, 2)
+    # Only run A named: every decisive verdict lacks its other side.
+    alone, count_a = export(store, [RUN], "preference", preference="judge")
+    assert list(alone) == [] and (count_a.ties, count_a.unpaired) == (1, 3)
+    # The default still pairs on the verifier's score: on task 0, A's success over B.
+    verifier = list(export(store, [RUN, RUN_B], "preference")[0])
+    task0 = next(p["meta"] for p in verifier if p["meta"]["chosen"]["task"] == trajs[0, 0].task.hash())
+    assert task0["chosen"]["run_id"] == RUN and task0["chosen"]["success"]
+    with pytest.raises(UserError, match="unknown preference source 'judges'"):
+        export(store, [RUN], "preference", preference="judges")
+
+
+def test_cli_export_judge_pairs(judged_pairs, tmp_path: Path) -> None:
+    store, _, b = judged_pairs
+    env = {"SHARPEN_STORE": store.url}
+    res = sharpen("export", RUN, RUN_B, "-f", "preference", "--pairs", "judge", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    lines = [json.loads(x) for x in res.stdout.splitlines()]
+    assert [x["meta"]["chosen"]["trajectory_id"] for x in lines] == [b[0].id, b[3].id]
+    assert "wrote 2 pairs" in res.stderr and "left out 1 tied pair(s) and 1 whose other" in res.stderr

@@ -179,6 +179,10 @@ def export(
         "(default: jsonl keeps them, the training formats do not).", show_default=False)] = None,
     pairs_per_prompt: Annotated[int, typer.Option(
         min=1, help="preference: at most this many pairs from one prompt.")] = 1,
+    pairs: Annotated[str, typer.Option(
+        "--pairs", help="preference: what makes a pair — verifier (a better-scored and a worse "
+        "episode of one prompt) or judge (a pairwise judge's verdicts, `sharpen judge A --judge "
+        "pairwise --versus B`: export both runs; ties are left out).")] = "verifier",
     store: StoreOpt = None,
 ) -> None:
     """Export trajectories as JSON lines: the full record, or fine-tuning data (SFT examples,
@@ -186,7 +190,8 @@ def export(
     where = Where(success=success, split=parse_split(split), min_reward=min_reward,
                   feedback=[FeedbackCondition.parse(f) for f in feedback or []],
                   include_errors=include_errors)
-    lines, count = export_lines(open_store(store), runs, format, where, pairs_per_prompt=pairs_per_prompt)
+    lines, count = export_lines(open_store(store), runs, format, where,
+                                pairs_per_prompt=pairs_per_prompt, preference=pairs)
     out = output.open("w") if output else sys.stdout
     try:
         for line in lines:
@@ -195,7 +200,13 @@ def export(
         if output:
             out.close()
     hint = ""
-    if format in ("preference", "groups") and count.kept and not count.written:
+    judged = format == "preference" and pairs == "judge"
+    if judged and (count.ties or count.unpaired):
+        hint = (f" — left out {count.ties} tied pair(s) and {count.unpaired} whose other "
+                "trajectory was not kept (export both judged runs) or had another prompt")
+    elif judged and not count.written:
+        hint = " — no pairwise judge verdicts: run `sharpen judge A --judge pairwise --versus B`"
+    elif format in ("preference", "groups") and count.kept and not count.written:
         hint = (" — a pair or group needs two kept trajectories with the same prompt: run one spec "
                 "with --epochs 2 or more at a temperature above 0")
     err = Console(stderr=True, highlight=False)

@@ -15,7 +15,8 @@ Every format is one JSON object per line, in the conversational shapes TRL's tra
   chat template without generation markers (SmolLM2's has none);
 - ``preference`` — ``{"prompt": [...], "chosen": [...], "rejected": [...]}`` for
   ``DPOTrainer`` / ``RewardTrainer``: two trajectories with the *same prompt* (the messages
-  before the first assistant reply) where ``chosen`` scored strictly better;
+  before the first assistant reply) where ``chosen`` scored strictly better — or, with
+  ``preference="judge"``, where a pairwise judge preferred it (:func:`_judged_pairs`);
 - ``groups`` — ``{"prompt": [...], "completions": [[...], ...], "rewards": [...],
   "advantages": [...]}``: every kept trajectory of one prompt, with group-normalised
   advantages ``(r − mean) / std`` as GRPO uses them (all 0 when the group's rewards are equal).
@@ -58,6 +59,9 @@ from sharpen.store import Store
 
 Format = Literal["jsonl", "sft", "completion", "preference", "groups"]
 FORMATS: tuple[str, ...] = get_args(Format)
+PreferenceSource = Literal["verifier", "judge"]
+"""What makes a preference pair: the outcome's score, or a pairwise judge's verdict."""
+PREFERENCE_SOURCES: tuple[str, ...] = get_args(PreferenceSource)
 SOURCES: tuple[str, ...] = get_args(FeedbackSource)
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
@@ -195,6 +199,11 @@ class ExportCount:
     """Full ids of the runs read."""
     where: str = ""
     """The filter applied, in words (:meth:`Where.describe`, the format's defaults resolved)."""
+    ties: int = 0
+    """Judge pairs: pairs the judge found tied (share 0.5), left out."""
+    unpaired: int = 0
+    """Judge pairs: decisive verdicts left out because the other trajectory was not kept (its
+    run not exported, or filtered out) or the two prompts differ."""
 
 
 @dataclass
@@ -242,26 +251,34 @@ def _uses_tool_calls(messages: list[dict[str, Any]]) -> bool:
 
 def export(
     store: Store, runs: Iterable[str], fmt: str, where: Where | None = None, *,
-    pairs_per_prompt: int = 1,
+    pairs_per_prompt: int = 1, preference: str = "verifier",
 ) -> tuple[Iterator[dict[str, Any]], ExportCount]:
     """Lines of ``fmt`` (one of :data:`FORMATS`) from the trajectories of ``runs`` (ids,
     prefixes or ``latest``) that ``where`` keeps; the count fills in as the lines are read.
     ``pairs_per_prompt`` bounds the preference pairs made from one prompt (best against
-    worst, then second best against second worst, ...)."""
+    worst, then second best against second worst, ...). ``preference="judge"`` makes the
+    pairs from pairwise judge verdicts instead (:func:`_judged_pairs`; every decisive judged
+    pair is a line, ``pairs_per_prompt`` does not apply)."""
     if fmt not in FORMATS:
         raise UserError(f"unknown export format {fmt!r}", f"use --format with one of {', '.join(FORMATS)}")
     if pairs_per_prompt < 1:
         raise UserError(f"pairs per prompt must be at least 1, got {pairs_per_prompt}",
                         "set --pairs-per-prompt to 1 or more")
+    if preference not in PREFERENCE_SOURCES:
+        raise UserError(f"unknown preference source {preference!r}",
+                        f"use --pairs with one of {', '.join(PREFERENCE_SOURCES)}")
     where = where or Where()
     if where.include_errors is None:
         where = where.model_copy(update={"include_errors": fmt == "jsonl"})
     ids = list(dict.fromkeys(store.resolve_run(r) for r in runs))  # a run named twice is read once
+    count = ExportCount(runs=ids)
+    pairs = ((lambda k: _judged_pairs(k, count)) if preference == "judge"
+             else (lambda k: _pairs(k, pairs_per_prompt)))
     unit, write = {"jsonl": ("trajectories", _jsonl), "sft": ("examples", _sft),
                    "completion": ("examples", _completions),
-                   "preference": ("pairs", lambda k: _pairs(k, pairs_per_prompt)),
+                   "preference": ("pairs", pairs),
                    "groups": ("groups", _groups)}[fmt]
-    count = ExportCount(unit=unit, runs=ids, where=where.describe())
+    count.unit, count.where = unit, where.describe()
     lines = write(_kept(store, ids, where, count, finished_only=fmt != "jsonl"))
 
     def counted() -> Iterator[dict[str, Any]]:
@@ -336,6 +353,51 @@ def _pairs(kept: Iterable[_Kept], per_prompt: int) -> Iterator[dict[str, Any]]:
             prompt, chosen = good.split()
             yield {"prompt": prompt, "chosen": chosen, "rejected": bad.split()[1],
                    "meta": {"chosen": good.meta(), "rejected": bad.meta()}}
+
+
+def _pairwise_verdicts(k: _Kept) -> dict[tuple[str, str, str], Feedback]:
+    """``(author, name, other trajectory) → record``: the current pairwise judge records on
+    ``k`` (newest per judge, criterion and other trajectory, superseded ones dropped)."""
+    replaced = {f.supersedes for f in k.records if f.supersedes}
+    out: dict[tuple[str, str, str], Feedback] = {}
+    for f in sorted(k.records, key=lambda f: f.created_at):
+        if f.source == "judge" and f.versus and f.id not in replaced:
+            out[(f.author, f.name, f.versus)] = f
+    return out
+
+
+def _judged_pairs(kept: Iterable[_Kept], count: ExportCount) -> Iterator[dict[str, Any]]:
+    """Preference pairs from pairwise judge verdicts (``sharpen judge A --judge pairwise
+    --versus B``): a record on ``a`` with ``versus=b`` is ``a``'s share of the preference (1
+    preferred, 0.5 tie, 0 ``b`` preferred). A pair's share is the mean of every current
+    verdict on it, whichever side it was stored on and whichever judge or criterion gave it
+    (a record on ``b`` counts as ``1 − value``); above 0.5 ``a`` is chosen, below ``b``, and
+    a tie is left out. Both trajectories must be kept (name both runs) and share the prompt,
+    as DPO needs; :attr:`ExportCount.ties` and :attr:`ExportCount.unpaired` count the rest."""
+    kept = list(kept)  # the other side of a pair may come later (the other run)
+    by_id = {k.t.id: k for k in kept}
+    shares: dict[tuple[str, str], list[float]] = {}
+    for k in kept:
+        for fb in _pairwise_verdicts(k).values():
+            if isinstance(fb.value, str) or fb.value is None or fb.versus is None:
+                continue
+            a, b = sorted((k.t.id, fb.versus))
+            value = float(fb.value)
+            shares.setdefault((a, b), []).append(value if a == k.t.id else 1.0 - value)
+    for (a, b), values in shares.items():
+        share = sum(values) / len(values)
+        if share == 0.5:
+            count.ties += 1
+            continue
+        ka, kb = by_id.get(a), by_id.get(b)
+        if ka is None or kb is None or ka.split()[0] != kb.split()[0]:
+            count.unpaired += 1
+            continue
+        good, bad = (ka, kb) if share > 0.5 else (kb, ka)
+        prompt, chosen = good.split()
+        yield {"prompt": prompt, "chosen": chosen, "rejected": bad.split()[1],
+               "meta": {"chosen": good.meta(), "rejected": bad.meta(),
+                        "judge": {"share": max(share, 1 - share), "verdicts": len(values)}}}
 
 
 def _groups(kept: Iterable[_Kept]) -> Iterator[dict[str, Any]]:
