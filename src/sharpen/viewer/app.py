@@ -21,6 +21,7 @@ from sharpen.stats.intervals import wilson_interval
 from sharpen.stats.rounding import interval_text, p_cell
 from sharpen.store.records import Verdict
 from sharpen.store.store import Store
+from sharpen.viewer.citations import cite_links, step_href
 from sharpen.viewer.security import CSRF_FIELD, csrf_guard, security_middleware
 from sharpen.viewer.twins import jsonable, twin_url, wants_json
 
@@ -88,7 +89,8 @@ def make_templates() -> Jinja2Templates:
     env.filters.update(pct=_pct, cost=_cost, secs=_secs, when=_when, mark=_mark,
                        mark_class=_mark_class)
     env.globals.update(wilson=_wilson, with_page=_with_page, csrf_field=CSRF_FIELD, htmx_version=HTMX_VERSION,
-                       p_cell=p_cell, interval_text=interval_text)
+                       p_cell=p_cell, interval_text=interval_text, cite=cite_links,
+                       step_href=step_href)
     return Jinja2Templates(env=env)
 
 
@@ -120,11 +122,12 @@ def create_app(
     app.middleware("http")(security_middleware(token, allowed_hosts))
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
-    from sharpen.viewer import annotate, improve, pages
+    from sharpen.viewer import annotate, improve, judged, pages
 
     app.include_router(pages.router)
     app.include_router(annotate.router)
     app.include_router(improve.router)
+    app.include_router(judged.router)
 
     @app.exception_handler(UserError)
     async def _user_error(request: Request, exc: UserError) -> Response:

@@ -21,6 +21,7 @@ from sharpen.store.store import Store
 from sharpen.train.export import FORMATS, FeedbackCondition, Where, export
 from sharpen.viewer import svg
 from sharpen.viewer.app import render
+from sharpen.viewer.judged import run_judges, side_by_side
 from sharpen.viewer.steps import feedback_threads, mark_trials, step_view
 from sharpen.viewer.twins import wants_json
 
@@ -130,7 +131,7 @@ def run_page(request: Request, run_ref: str, failed: str = "", error_kind: str =
     ctx.update(manifest=rec.manifest, agent=rec.agent,
                sources=browse.feedback_sources(store, run_id), error_kinds=ERROR_KINDS,
                diff_plot=Markup(svg.bars("success by difficulty", items) if items else ""),
-               search_limit=browse.SEARCH_LIMIT, formats=FORMATS)
+               search_limit=browse.SEARCH_LIMIT, formats=FORMATS, judges=run_judges(store, run_id))
     return render(request, "run.html", ctx)
 
 
@@ -173,7 +174,8 @@ def trajectory_page(request: Request, trajectory_id: str, page: str = "1") -> Re
         last_prompt = first.prompt if first else []
     trials = mark_trials(steps, last_prompt)
     ctx = {"tp": tp, "steps": steps, "traj_threads": threads.get(None, []), "trials": trials,
-           "author": request.cookies.get("sharpen_author", "")}
+           "author": request.cookies.get("sharpen_author", ""),
+           "judged": side_by_side(store.feedback_for(trajectory_id))}
     return render(request, "trajectory.html", ctx)
 
 
