@@ -29,12 +29,14 @@ pytest.importorskip("fastapi", reason="the viewer extra is not installed: pip in
 
 from fastapi.testclient import TestClient
 
+from sharpen.cli.report_cmd import judge_rows
 from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.judgement import JudgeCall, Judgement
 from sharpen.core.messages import Message, Usage
 from sharpen.core.trajectory import Trajectory
 from sharpen.judges.agreement import human_agreement
-from sharpen.stats.judged import judge_scores
+from sharpen.stats.intervals import Interval
+from sharpen.stats.judged import CriterionScore, judge_scores
 from sharpen.store.store import Store
 from sharpen.viewer import create_app
 from sharpen.viewer.citations import cite_links
@@ -123,6 +125,17 @@ def test_citations_are_links_and_the_text_around_them_is_escaped() -> None:
     assert "<script>" not in html and "<b>" not in html and "&lt;script&gt;" in html
     # without a page (the judgement page) every link names the trajectory page
     assert 'href="/t/t1?page=1#step-0"' in str(cite_links("[S0]", "t1", 3, 50))
+
+
+def test_score_cells_are_the_reports() -> None:
+    def score(mean: float | None, low: float, high: float, boolean: bool) -> CriterionScore:
+        ci = None if mean is None else Interval(low=low, high=high, method="clustered-t")
+        return CriterionScore(author="j", name="c", n=4, n_tasks=4, mean=mean, ci=ci,
+                              boolean=boolean, counts={})
+
+    for c in (score(3.456, 2.111, 4.789, False), score(0.4567, 0.2111, 0.6789, True),
+              score(None, 0, 0, False)):
+        assert list(score_cells(c)) == judge_rows([c])[0][2:4]
 
 
 def test_trajectory_page_puts_the_judge_beside_people_with_step_links(judged) -> None:
@@ -220,7 +233,7 @@ def test_run_page_lists_judge_scores_with_intervals_and_judge_errors(judged) -> 
     assert {(c.author, c.name) for c in scores} == {(AUTHOR, "solved"),
                                                     ("pairwise:preference@fedcba98 (local)", "preference")}
     solved = next(c for c in scores if c.name == "solved")
-    mean, ci = score_cells(solved)
+    mean, ci = judge_rows([solved])[0][2:4]  # as `sharpen report` writes them
     assert solved.ci is not None and ci.startswith("[")
     assert f'<td class="mean">{mean}</td>' in section and f'<td class="ci">{ci}</td>' in section
     assert f'href="/runs/{run}/agreement?criterion=solved"' in section

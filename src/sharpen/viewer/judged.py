@@ -79,14 +79,14 @@ class ScoreRow:
 
 
 def score_cells(c: CriterionScore) -> tuple[str, str]:
-    """``(mean, interval)`` as ``sharpen report`` writes them: rates and preference shares
-    in percent, graded scales to two decimals, intervals rounded outward."""
+    """``(mean, interval)`` as ``sharpen report`` writes them (``judge_rows``): rates and
+    preference shares in percent with the interval rounded outward, graded scales to two
+    decimals."""
     if c.mean is None:
         return "—", "—"
     if c.boolean or c.pairwise:
         return f"{c.mean:.1%}", "—" if c.ci is None else interval_text(c.ci.low, c.ci.high)
-    return f"{c.mean:.2f}", "—" if c.ci is None else interval_text(c.ci.low, c.ci.high,
-                                                                     scale=1.0, digits=2)
+    return f"{c.mean:.2f}", "—" if c.ci is None else f"[{c.ci.low:.2f}, {c.ci.high:.2f}]"
 
 
 @dataclass
