@@ -29,11 +29,12 @@ from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.envs.base import ENV
 from sharpen.runner import RetryPolicy, RunConfig, Runner
-from sharpen.runner.compose import select_tasks, with_agent
+from sharpen.runner.compose import NO_MODEL, select_tasks, with_agent
 from sharpen.runner.signals import Terminated, run_sync
 
 if TYPE_CHECKING:
     from sharpen.envs.base import Environment
+    from sharpen.judges.runner import JudgeSetup, JudgeSummary
     from sharpen.store import Store
 
 
@@ -53,6 +54,40 @@ def _print_power_plan(console: Console, st: Store, environment: Environment, env
     console.print("[bold]power plan[/]")
     for line in power_lines(p, available):
         console.print(f"  {line}", highlight=False)
+
+
+def _inline_judge(judge: str, judge_arg: list[str] | None, judge_model: str | None,
+                  run_model: PluginRef) -> JudgeSetup:
+    """``--judge``'s setup, checked before the run so bad flags cost no episodes: the judge
+    model is ``--judge-model`` or else the run's own model."""
+    from sharpen.cli.judge_cmd import judge_setup
+    from sharpen.judges.base import JUDGE, judge_info
+
+    if judge_model is None and run_model == NO_MODEL:
+        raise UserError("this agent uses no model, so there is none for the judge to default to",
+                        "name the judge's model with --judge-model (e.g. local)")
+    setup = judge_setup(judge, judge_arg, judge_model, None, None, None)
+    if judge_model is None:
+        setup = setup.model_copy(update={"model": run_model})
+    if judge_info(REGISTRY.create(JUDGE, setup.judge)).pairwise:
+        raise UserError("a pairwise judge compares two runs, not one as it finishes",
+                        "run both, then `sharpen judge A --judge pairwise --versus B`")
+    return setup
+
+
+def _judge_after(console: Console, st: Store, run_id: str, setup: JudgeSetup,
+                 concurrency: int) -> JudgeSummary:
+    """Judge the finished run (what is judged already is kept: a resumed run judges the
+    rest). Ctrl-C keeps the finished judgements and says how to go on."""
+    from sharpen.judges.runner import judge_run
+
+    try:
+        return run_sync(judge_run(st, run_id, setup, resume=True, concurrency=concurrency))
+    except KeyboardInterrupt as exc:
+        console.print("[yellow]Interrupted while judging.[/] The run and finished judgements "
+                      f"are saved; `sharpen judge {run_id[:12]} --judge ... --resume` judges "
+                      "the rest.")
+        raise typer.Exit(exc.exit_code if isinstance(exc, Terminated) else 130) from None
 
 
 def run(
@@ -91,10 +126,17 @@ def run(
         "--target-effect", min=0.001, max=1.0,
         help="Before running, print the tasks × epochs needed to detect this difference (a rate, "
              "0.1 = 10 points) and warn if --tasks/--epochs are too few.")] = None,
+    judge: Annotated[str | None, typer.Option(
+        "--judge", "-j", help="Judge the run when it finishes (as `sharpen judge`): a rubric "
+        "file, rubric:NAME or a registered pointwise judge.")] = None,
+    judge_arg: Annotated[list[str] | None, typer.Option(
+        "--judge-arg", help="Judge args, KEY=VALUE (repeatable).")] = None,
+    judge_model: Annotated[str | None, typer.Option(
+        "--judge-model", help="The judge's model backend (default: the run's model).")] = None,
     json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
-    """Run an agent on an environment's tasks and print a summary."""
+    """Run an agent on an environment's tasks and print a summary (and judge it, --judge)."""
     console = Console(stderr=json_out)  # with --json, stdout holds the JSON alone
     if verbose and quiet:
         raise UserError("--verbose and --quiet contradict each other", "pass one of them")
@@ -110,6 +152,7 @@ def run(
     config = RunConfig(env=env_ref, agent=spec, tasks=task_list, epochs=epochs,
                        concurrency=concurrency, seed=seed,
                        retry=RetryPolicy(max_retries=retries, base_delay=retry_delay))
+    setup = None if judge is None else _inline_judge(judge, judge_arg, judge_model, ref)
     st = open_store(store)
     if not quiet:
         console.print(
@@ -129,11 +172,26 @@ def run(
         console.print("[yellow]Interrupted.[/] Finished episodes are saved; rerun the same "
                       "command with --resume to do the rest.")
         raise typer.Exit(exc.exit_code if isinstance(exc, Terminated) else 130) from None
+    judged = None if setup is None else _judge_after(console, st, summary.run_id, setup,
+                                                     concurrency)
     if json_out:
-        print(json.dumps({"run": run_json(st.get_run(summary.run_id)),
-                          "summary": summary.model_dump(mode="json")}, indent=2))
+        out = {"run": run_json(st.get_run(summary.run_id)), "summary": summary.model_dump(mode="json")}
+        if judged is not None:
+            from sharpen.stats.judged import judge_scores
+
+            scores = judge_scores(st.iter_trajectories(summary.run_id, with_steps=False))
+            out["judge"] = {"summary": judged.model_dump(mode="json"),
+                            "scores": [s.model_dump(mode="json") for s in scores]}
+        print(json.dumps(out, indent=2))
         return
     console.print(summary.table())
     if summary.errors:
         console.print("[yellow]Errored attempts are excluded from the success rate; see "
                       f"`sharpen show {summary.run_id}`.[/]")
+    if judged is not None:
+        from sharpen.cli.judge_cmd import scores_table, summary_table
+
+        console.print(summary_table(judged))
+        table = scores_table(st, summary.run_id)
+        if table is not None:
+            console.print(table)
