@@ -40,7 +40,7 @@ from sharpen.stats.judged import CriterionScore, judge_scores
 from sharpen.store.store import Store
 from sharpen.viewer import create_app
 from sharpen.viewer.citations import cite_links
-from sharpen.viewer.demo import fill_fixture_store
+from sharpen.viewer.demo import fill_fixture_store, judge_fixture_run
 from sharpen.viewer.judged import score_cells
 
 JUDGE = "rubric:quality"
@@ -244,6 +244,27 @@ def test_run_page_lists_judge_scores_with_intervals_and_judge_errors(judged) -> 
     assert twin["errors"] == {JUDGE: 1} and twin["judgements"] == len(ids["ok"]) + 2
     # a run no judge looked at has no such section
     assert 'id="judges"' not in client.get(f"/runs/{ids['candidate']}").text
+
+
+def test_every_citation_in_the_demo_leads_to_a_step_that_is_there(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'demo.db'}")
+    run = fill_fixture_store(store)["baseline"]
+    made = judge_fixture_run(store, run)
+    client = TestClient(create_app(store, per_page=1))
+    assert client.get(f"/runs/{run}").text.count('class="judge-row"') == 1
+    assert client.get(f"/runs/{run}/agreement?criterion=solved").status_code == 200
+    followed = 0
+    for jid in made:
+        j = store.get_judgement(jid)
+        assert j is not None and client.get(f"/judgements/{jid}").status_code == 200
+        html = client.get(f"/t/{j.trajectory_id}").text
+        for href in re.findall(r'<a class="cite" href="([^"]+)">', html):
+            path, _, anchor = href.partition("#")
+            target = client.get(path).text if path else html
+            assert f'id="{anchor}"' in target, href
+            followed += 1
+    assert followed >= len(made)
+    store.close()
 
 
 # -- in a real browser ------------------------------------------------------------------------

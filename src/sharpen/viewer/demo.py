@@ -7,6 +7,7 @@ They are fabricated — no model ran — and say so: every agent spec is named `
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 import uuid
@@ -15,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.hashing import content_hash
+from sharpen.core.judgement import JudgeCall, Judgement
 from sharpen.core.manifest import RunManifest
 from sharpen.core.messages import Message, ToolCall, Usage
 from sharpen.core.outcome import ErrorKind, Outcome
@@ -160,6 +162,46 @@ def fill_fixture_store(store: Store) -> dict[str, str]:
     return ids
 
 
+def judge_fixture_run(store: Store, run_id: str) -> list[str]:
+    """Fabricated judge records on the run, as ``sharpen judge`` stores them — a judgement per
+    trajectory with its (made-up) model call and a ``solved`` verdict citing steps, a person's
+    ``solved`` annotation on every other one, and one failed judgement — so the judge pages
+    have something to show. Returns the judgements' ids."""
+    judge, judge_hash = "rubric:fixture", content_hash({"fixture": "judge"})
+    author = f"{judge}@{judge_hash[:8]} (local)"
+    ids = []
+    for i, t in enumerate(store.iter_trajectories(run_id)):
+        target = FeedbackTarget(kind="trajectory", run_id=run_id, trajectory_id=t.id)
+        solved = t.outcome is not None and t.outcome.success
+        if t.outcome is None or t.outcome.error_kind is not None:
+            store.save_judgement(Judgement(run_id=run_id, trajectory_id=t.id, judge=judge,
+                                           judge_hash=judge_hash, model="local", status="error",
+                                           error="the reply was not JSON after 1 re-ask"))
+            continue
+        last = len(t.steps) - 1
+        verdict = solved != (i % 5 == 4)  # wrong on every fifth
+        why = (f"[S{last}] submits code that passes the tests." if verdict else
+               f"The tests fail at [S{last}]" + ("; [S0] already missed the edge case." if last else "."))
+        reply = json.dumps({"solved": {"explanation": why, "value": verdict}})
+        j = Judgement(run_id=run_id, trajectory_id=t.id, judge=judge, judge_hash=judge_hash,
+                      model="local", status="ok", seconds=1.2,
+                      calls=[JudgeCall(messages=[Message(role="system", content="You judge an agent's work."),
+                                                 Message(role="user", content="Transcript: ...")],
+                                       reply=reply)],
+                      usage=Usage(input_tokens=420, output_tokens=48, calls=1, cost_usd=0.0))
+        store.save_judgement(j, [Feedback(source="judge", target=target, name="solved",
+                                          value=verdict, rationale=why, author=author,
+                                          call_id=j.id)])
+        if i % 2 == 0:
+            store.add_feedback(Feedback(source="human", target=target, name="solved",
+                                        value=solved, author="fixture-reader",
+                                        rationale="read the tests"))
+        ids.append(j.id)
+    return ids
+
+
 if __name__ == "__main__":
     with Store(sys.argv[1] if len(sys.argv) > 1 else None) as st:
-        print(fill_fixture_store(st))
+        made = fill_fixture_store(st)
+        judge_fixture_run(st, made["baseline"])
+        print(made)
