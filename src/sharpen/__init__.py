@@ -1,8 +1,8 @@
 """sharpen: close the feedback loop for LLM agents.
 
 The Python API (:mod:`sharpen.api`: ``run``, ``arun``, ``load``, ``report``, ``compare``,
-``improve``, ``aimprove``, ``Run``) is imported on first use, so that ``import sharpen`` stays
-as fast as the core types it re-exports.
+``improve``, ``aimprove``, ``judge``, ``ajudge``, ``Run``) is imported on first use, so that
+``import sharpen`` stays as fast as the core types it re-exports.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -28,18 +28,30 @@ from sharpen.core import (
 )
 
 if TYPE_CHECKING:
-    from sharpen.api import Run, aimprove, arun, compare, improve, load, report, run
+    from sharpen.api import (
+        Run,
+        aimprove,
+        ajudge,
+        arun,
+        compare,
+        improve,
+        judge,
+        load,
+        report,
+        run,
+    )
 
 __version__ = "0.1.0"
 
-_API = frozenset({"Run", "aimprove", "arun", "compare", "improve", "load", "report", "run"})
+_API = frozenset({"Run", "aimprove", "ajudge", "arun", "compare", "improve", "judge", "load",
+                  "report", "run"})
 """Names :func:`__getattr__` takes from :mod:`sharpen.api` when first asked for."""
 
 __all__ = [
     "Action", "AgentSpec", "Feedback", "FeedbackTarget", "Limits", "Message", "Outcome",
     "PluginRef", "Run", "RunManifest", "Step", "TaskSpec", "ToolCall", "ToolSpec", "Trajectory",
-    "Usage", "UserError", "__version__", "aimprove", "arun", "compare", "improve", "load",
-    "register", "report", "run",
+    "Usage", "UserError", "__version__", "aimprove", "ajudge", "arun", "compare", "improve",
+    "judge", "load", "register", "report", "run",
 ]
 
 

@@ -44,6 +44,7 @@ from sharpen.improvement import launch
 from sharpen.improvement.budget import Budget
 from sharpen.improvement.engine import EngineConfig
 from sharpen.improvement.experiment import ExperimentConfig, ExperimentResult
+from sharpen.judges.runner import JudgeSummary
 from sharpen.models.base import MODEL
 from sharpen.runner import RetryPolicy, RunConfig, Runner, RunSummary
 from sharpen.runner.compose import select_tasks, with_agent
@@ -53,7 +54,8 @@ from sharpen.stats.report import RunReport, build_report
 from sharpen.store import RunRecord, Store
 from sharpen.store.open import open_store
 
-__all__ = ["Run", "aimprove", "arun", "compare", "improve", "load", "report", "run"]
+__all__ = ["Run", "aimprove", "ajudge", "arun", "compare", "improve", "judge", "load", "report",
+           "run"]
 
 RefLike = str | PluginRef | Mapping[str, Any]
 """A plug-in: a name (``"code"``, ``"mypkg.envs:MyEnv"``, ``"path/to/file.py:MyEnv"``), a
@@ -282,6 +284,37 @@ def load(run: str = "latest", store: StoreLike = None) -> Run:
     ambiguous one raises a UserError."""
     st, run_id = _resolve(run, store)
     return Run(st, st.get_run(run_id))
+
+
+async def ajudge(run: Run | str, judge: str | PluginRef, *, model: RefLike = "local",
+                 versus: Run | str | None = None, resume: bool = False, limit: int | None = None,
+                 concurrency: int = 1, store: StoreLike = None,
+                 registry: Registry = REGISTRY) -> JudgeSummary:
+    """Score a stored run with a judge; what ``sharpen judge`` does. ``judge``: a rubric file,
+    ``rubric:NAME``, a registered judge name, or a ``PluginRef`` with args; ``model``: the
+    judge model (default: the embedded one); ``versus``: the other run of a pairwise judge.
+    Returns the :class:`~sharpen.judges.runner.JudgeSummary`; the scores are the run's
+    ``Feedback(source="judge")`` (``report(run).judges``)."""
+    from sharpen.judges.runner import JudgeSetup, judge_run, resolve_judge
+
+    st, run_id = _resolve(run, store)
+    other = None if versus is None else _resolve(versus, st)[1]
+    ref = judge if isinstance(judge, PluginRef) else resolve_judge(judge)
+    setup = JudgeSetup(judge=ref, model=_ref(model, "model"))
+    return await judge_run(st, run_id, setup, versus=other, resume=resume, limit=limit,
+                           concurrency=concurrency, registry=registry)
+
+
+def judge(run: Run | str, judge: str | PluginRef, *, model: RefLike = "local",
+          versus: Run | str | None = None, resume: bool = False, limit: int | None = None,
+          concurrency: int = 1, store: StoreLike = None,
+          registry: Registry = REGISTRY) -> JudgeSummary:
+    """:func:`ajudge` in its own event loop (see there)."""
+    _no_running_loop("judge")
+    from sharpen.runner.signals import run_sync
+
+    return run_sync(ajudge(run, judge, model=model, versus=versus, resume=resume, limit=limit,
+                           concurrency=concurrency, store=store, registry=registry))
 
 
 def report(run: Run | str, *, target_effect: float = 0.10, alpha: float = 0.05,
