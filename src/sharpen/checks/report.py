@@ -32,7 +32,7 @@ class CheckReport(BaseModel):
     """The result of checking one plug-in against its kind's contract."""
 
     kind: str
-    """Plug-in kind: ``env``, ``agent``, ``model`` or ``proposer``."""
+    """Plug-in kind: ``env``, ``agent``, ``model``, ``proposer`` or ``judge``."""
     name: str
     """The name or reference that was checked."""
     passed: list[str] = Field(default_factory=list)

@@ -11,7 +11,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from sharpen.checks import CheckReport, acheck_agent, acheck_env, acheck_model, acheck_proposer
+from sharpen.checks import (
+    CheckReport,
+    acheck_agent,
+    acheck_env,
+    acheck_judge,
+    acheck_model,
+    acheck_proposer,
+)
 from sharpen.cli.options import BaseUrlOpt, EnvArgOpt, ModelArgOpt, ModelNameOpt, parse_kv
 from sharpen.core.registry import PluginRef
 
@@ -141,4 +148,24 @@ def proposer(
     that load_state restores. A proposer that asks an LLM needs --model (or --base-url)."""
     report = asyncio.run(acheck_proposer(name, args=parse_kv(arg, "--arg"),
                                          model=_model(model, base_url, model_name, model_arg)))
+    _show(report, as_json)
+
+
+@app.command("judge")
+def judge(
+    name: NameArg,
+    arg: ArgOpt = None,
+    model: CheckModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    model_name: ModelNameOpt = None,
+    model_arg: ModelArgOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a judge: build it, judge a solved and an unsolved trajectory, judge one again.
+
+    Feedback from source judge about the trajectory given, or a JudgeError; anything else it
+    raises is a fault. The judge model is the embedded one unless --model or --base-url."""
+    report = asyncio.run(acheck_judge(
+        name, args=parse_kv(arg, "--arg"),
+        model=_model(model, base_url, model_name, model_arg) or "local"))
     _show(report, as_json)
