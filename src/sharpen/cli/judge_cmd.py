@@ -77,9 +77,9 @@ def summary_table(s: JudgeSummary) -> Table:
 def scores_table(st: Store, run_id: str) -> Table | None:
     """The run's judge scores per criterion with intervals (``None`` when it has none)."""
     from sharpen.cli.report_cmd import judge_table
-    from sharpen.stats.judged import judge_scores
+    from sharpen.stats.judged import run_scores
 
-    scores = judge_scores(st.iter_trajectories(run_id, with_steps=False))
+    scores = run_scores(st, run_id)
     return judge_table(scores, {}) if scores else None
 
 
@@ -134,9 +134,9 @@ def judge(
                       "--resume to judge the rest.")
         raise typer.Exit(exc.exit_code if isinstance(exc, Terminated) else 130) from None
     if json_out:
-        from sharpen.stats.judged import judge_scores
+        from sharpen.stats.judged import run_scores
 
-        scores = judge_scores(st.iter_trajectories(run_id, with_steps=False))
+        scores = run_scores(st, run_id)
         print(json.dumps({"summary": summary.model_dump(mode="json"),
                           "scores": [s.model_dump(mode="json") for s in scores]}, indent=2))
         return

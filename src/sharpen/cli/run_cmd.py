@@ -177,9 +177,9 @@ def run(
     if json_out:
         out = {"run": run_json(st.get_run(summary.run_id)), "summary": summary.model_dump(mode="json")}
         if judged is not None:
-            from sharpen.stats.judged import judge_scores
+            from sharpen.stats.judged import run_scores
 
-            scores = judge_scores(st.iter_trajectories(summary.run_id, with_steps=False))
+            scores = run_scores(st, summary.run_id)
             out["judge"] = {"summary": judged.model_dump(mode="json"),
                             "scores": [s.model_dump(mode="json") for s in scores]}
         print(json.dumps(out, indent=2))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import BaseModel
@@ -21,6 +22,9 @@ from sharpen.core.feedback import Feedback
 from sharpen.core.trajectory import Trajectory
 from sharpen.stats.clustered import clustered_interval, clustered_mean
 from sharpen.stats.intervals import Interval, t_quantile
+
+if TYPE_CHECKING:
+    from sharpen.store import Store
 
 
 class CriterionScore(BaseModel):
@@ -67,6 +71,15 @@ def as_number(value: object) -> float | None:
     return None
 
 
+def _shown(value: object) -> str:
+    """A value as the counts show it: ``true``, ``4`` (not ``4.0``, as JSON stores it), a label."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def per_task(trajectories: Iterable[Trajectory]) -> dict[tuple[str, str], dict[str, list[Feedback]]]:
     """``(author, name) → task hash → records`` (one per judged trajectory)."""
     out: dict[tuple[str, str], dict[str, list[Feedback]]] = defaultdict(lambda: defaultdict(list))
@@ -82,8 +95,7 @@ def judge_scores(trajectories: Iterable[Trajectory]) -> list[CriterionScore]:
     out = []
     for (author, name), tasks in sorted(per_task(trajectories).items()):
         records = [fb for fbs in tasks.values() for fb in fbs]
-        counts = Counter(str(fb.value).lower() if isinstance(fb.value, bool) else str(fb.value)
-                         for fb in records)
+        counts = Counter(_shown(fb.value) for fb in records)
         numbers = {task: [as_number(fb.value) for fb in fbs] for task, fbs in tasks.items()}
         boolean = all(isinstance(fb.value, bool) for fb in records)
         mean: float | None = None
@@ -105,3 +117,11 @@ def judge_scores(trajectories: Iterable[Trajectory]) -> list[CriterionScore]:
                                   n_tasks=len(tasks), mean=mean, ci=ci, boolean=boolean,
                                   counts=dict(counts)))
     return out
+
+
+def run_scores(store: Store, run_id: str) -> list[CriterionScore]:
+    """:func:`judge_scores` of stored run ``run_id`` (empty, without reading its trajectories,
+    when no judge scored it)."""
+    if not store.has_feedback(run_id, "judge"):
+        return []
+    return judge_scores(store.iter_trajectories(run_id, with_steps=False))

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from sharpen.core.registry import PluginRef
 from sharpen.stats.accuracy import Accuracy, accuracy
 from sharpen.stats.cost import CostSummary, cost_summary
-from sharpen.stats.judged import CriterionScore, judge_scores
+from sharpen.stats.judged import CriterionScore, run_scores
 from sharpen.stats.power import PowerPlan, pilot_model, plan
 from sharpen.stats.reliability import Reliability, reliability
 from sharpen.stats.taskdata import TaskTable
@@ -171,8 +171,7 @@ def build_report(store: Store, run_id: str, **kwargs: float) -> RunReport:
     table = load_table(store, run_id)
     validity = validity_checks(store, rec.manifest.env, len(rec.manifest.task_ids))
     report = report_from_table(rec, table, validity, **kwargs)
-    if store.has_feedback(run_id, "judge"):
-        report.judges = judge_scores(store.iter_trajectories(run_id, with_steps=False))
+    report.judges = run_scores(store, run_id)
     failed = Counter(j.judge for j in store.judgements(run_id) if j.status == "error")
     report.judge_errors = dict(sorted(failed.items()))
     return report
