@@ -276,3 +276,13 @@ def test_agreement_pairs_judge_scores_with_annotations_of_the_same_name(runs) ->
     assert sum(map(sum, a["stats"]["confusion"])) == len(trajs)
     human = sharpen("agreement", ids["code"], "--criterion", "clarity", cwd=tmp)
     assert human.returncode == 1 and "Annotate" in human.stdout
+
+
+def test_a_dead_judge_endpoint_is_one_message_and_keeps_the_run(tmp_path: Path) -> None:
+    run = _run(tmp_path, "sql", "--tasks", "1", "--agent-name", "reference")
+    res = sharpen("judge", run, "--judge", "rubric:solved", "--base-url", "http://127.0.0.1:9/v1",
+                  "--no-progress", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "the judge model failed after its retries" in res.stderr and "--resume" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert _store(tmp_path).judgements(run) == []

@@ -201,7 +201,12 @@ async def judge_run(
 
     async def one(a: Trajectory, b: Trajectory | None) -> None:
         async with gate:
-            j, records = await _judge_one(judge, chat, run_id, jhash, title, a, b, env)
+            try:
+                j, records = await _judge_one(judge, chat, run_id, jhash, title, a, b, env)
+            except InfraError as exc:  # the model, not the judge: stop, keep what is done
+                raise UserError(f"the judge model failed after its retries: {exc}",
+                                "check that its endpoint is up; judgements made so far are "
+                                "stored, and --resume judges the rest") from exc
         store.save_judgement(j, _stamped(j, records))
         summary.usage = summary.usage + j.usage
         if j.status == "ok":
@@ -289,8 +294,6 @@ async def _judge_one(judge: Judge, chat: ChatModel, run_id: str, jhash: str, tit
             raise JudgeError("the judge returned no feedback")
     except JudgeError as exc:
         status, error = "error", str(exc)
-    except InfraError:
-        raise
     j = Judgement(run_id=run_id, trajectory_id=a.id, versus=b.id if b else "", judge=title,
                   judge_hash=jhash, model=chat.name, status=status, error=error,
                   calls=rec.calls, usage=rec.usage, seconds=time.monotonic() - t0,
