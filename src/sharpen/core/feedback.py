@@ -9,7 +9,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 FeedbackSource = Literal[
-    "execution", "verifier", "judge", "human", "simulated_user", "safety", "teacher", "critic"
+    "execution", "verifier", "judge", "human", "simulated_user", "safety", "teacher", "critic",
+    "detector",
 ]
 TargetKind = Literal["run", "trajectory", "step", "span"]
 
