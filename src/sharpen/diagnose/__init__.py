@@ -1,0 +1,11 @@
+"""Diagnosis: detectors over stored trajectories, their findings stored as
+``Feedback(source="detector")`` on the step they are about, and a run's failure modes with
+counts and intervals (``sharpen diagnose RUN``; docs/diagnose.md).
+
+The contract lives in :mod:`sharpen.diagnose.base`; the built-in detectors in
+:mod:`sharpen.diagnose.detectors` and :mod:`sharpen.diagnose.hacking`; the run-level engine
+in :mod:`sharpen.diagnose.run`."""
+
+from sharpen.diagnose.base import DETECTOR, BaseDetector, Detector
+
+__all__ = ["DETECTOR", "BaseDetector", "Detector"]
