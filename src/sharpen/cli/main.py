@@ -41,6 +41,10 @@ COMMANDS: tuple[LazyCommand, ...] = (
                 "Score a stored run with a judge: one feedback record per criterion per "
                 "trajectory (pairwise: per pair), resumable; judge failures are counted, never "
                 "the agent's."),
+    LazyCommand("diagnose", "sharpen.cli.diagnose_cmd", "diagnose",
+                "Find failure modes in a stored run: loops, stalls, invalid-action bursts, ignored "
+                "errors, limit hits, context overflow and reward-hacking signatures, stored as "
+                "feedback on their steps, with counts and intervals."),
     LazyCommand("validate-judge", "sharpen.cli.judge_cmd", "validate_judge",
                 "Measure a judge against a verifier: accuracy, Cohen's κ and AUROC with 95% "
                 "intervals on reference, null and real-agent trajectories; length bias, position "

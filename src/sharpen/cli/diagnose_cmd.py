@@ -1,0 +1,65 @@
+"""``sharpen diagnose RUN``: run detectors over a stored run, store their findings as feedback
+on the steps they are about, and print the top failure modes with counts and intervals — or
+the same as JSON (``--json``). What each detector looks for: docs/diagnose.md.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sharpen.cli.options import JsonOpt, StoreOpt, open_store
+from sharpen.cli.tables import fit
+from sharpen.diagnose.run import Diagnosis, Share
+from sharpen.stats.rounding import interval_text
+
+
+def share_text(s: Share) -> str:
+    """``3 of 40 (7.5%) [2.6, 19.9]``; ``—`` when there is nothing to count."""
+    if not s.n:
+        return "—"
+    rate = s.rate or 0.0
+    return f"{s.count} of {s.n} ({100 * rate:.1f}%) {interval_text(s.ci.low, s.ci.high)}"
+
+
+def render(d: Diagnosis, console: Console) -> None:
+    """Print ``d`` as a table of failure modes, most common among failed attempts first."""
+    console.print(
+        f"[bold]sharpen diagnose[/] run {d.run_id} · {d.trajectories} trajectories "
+        f"({d.failed} failed, {d.solved} solved, {d.errored} errored) · {d.stored} new finding "
+        "records stored", highlight=False)
+    table = Table(title="Failure modes: trajectories with a finding, 95% Wilson CI (points)",
+                  title_justify="left")
+    for col in ("detector", "failed", "solved", "findings", "example"):
+        table.add_column(col)
+    for s in d.detectors:
+        more = f" (+{len(s.examples) - 1})" if len(s.examples) > 1 else ""
+        table.add_row(s.detector.name + (f" {s.detector.args}" if s.detector.args else ""),
+                      share_text(s.failed), share_text(s.solved), str(s.findings),
+                      (s.examples[0] + more) if s.examples else "—")
+    console.print(fit(table, console))
+
+
+def diagnose(
+    run: Annotated[str, typer.Argument(help="Run id, a unique prefix, or 'latest'.")],
+    detector: Annotated[list[str] | None, typer.Option(
+        "--detector", "-d", help="A detector to run (repeatable; default: every built-in). "
+        "`sharpen plugins detector` lists them.")] = None,
+    json_out: JsonOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """Find failure modes in a stored run: loops, stalls, invalid-action bursts, ignored errors,
+    limit hits, context overflow and reward-hacking signatures, stored as feedback on their
+    steps, with counts and intervals."""
+    from sharpen.diagnose.run import diagnose_run
+
+    st = open_store(store)
+    rid = st.resolve_run(run)
+    result = diagnose_run(st, rid, detector or None)
+    if json_out:
+        print(result.model_dump_json(indent=2))
+    else:
+        render(result, Console())
