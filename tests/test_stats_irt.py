@@ -86,3 +86,22 @@ def test_from_stored_runs_counts_valid_trials_only() -> None:
     assert row == {"t1": (2, 2), "t2": (1, 1)}
     ability = {x.agent: x.theta for x in fit(responses, "1pl").abilities}
     assert ability["a"] > ability["b"]
+
+
+def test_ability_differences_have_delta_method_intervals_that_cover() -> None:
+    from sharpen.stats.irt import Z95, ability_difference
+
+    responses, theta, _, _ = simulate("1pl", epochs=3, seed=1)
+    result = fit(responses, "1pl")
+    cov = np.array(result.ability_cov)
+    assert cov.shape == (20, 20) and np.allclose(cov, cov.T)
+    assert np.allclose(np.sqrt(np.diag(cov)), [x.se for x in result.abilities])
+    covered = 0
+    for k in range(1, 20):
+        d, se = ability_difference(result, 0, k)
+        assert d == result.abilities[k].theta - result.abilities[0].theta
+        # abilities fitted on the same tasks covary positively (they share the difficulties'
+        # uncertainty), so their difference is surer than their SEs in quadrature say
+        assert se < 0.8 * np.hypot(result.abilities[0].se, result.abilities[k].se)
+        covered += d - Z95 * se <= theta[k] - theta[0] <= d + Z95 * se
+    assert covered >= 16  # of 19 pairs, at 95%

@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel
-from scipy.optimize import minimize
-from scipy.special import expit
 
 if TYPE_CHECKING:
     from sharpen.stats.taskdata import TaskTable
@@ -67,6 +65,9 @@ class IRTFit(BaseModel):
     tasks: list[TaskParams]
     log_likelihood: float
     converged: bool
+    ability_cov: list[list[float]] = []
+    """The abilities' Laplace covariance (agents × agents, in ``abilities`` order): what
+    :func:`ability_difference` needs, since abilities fitted on the same tasks covary."""
 
 
 class Responses(BaseModel):
@@ -109,6 +110,11 @@ class Responses(BaseModel):
 def fit(responses: Responses, model: IRTModel = "2pl", max_iter: int = 500) -> IRTFit:
     """The MAP fit of ``model`` to ``responses`` (see the module docstring). ``ValueError``
     when there is nothing to fit (no agent or no task with an attempt)."""
+    # Imported here: scipy takes up to a second to import on a loaded machine, and a report
+    # that finds no other run to fit with must not pay for it.
+    from scipy.optimize import minimize
+    from scipy.special import expit
+
     s = np.asarray(responses.successes, dtype=float)
     n = np.asarray(responses.attempts, dtype=float)
     n_agents, n_tasks = n.shape if n.size else (0, 0)
@@ -145,7 +151,8 @@ def fit(responses: Responses, model: IRTModel = "2pl", max_iter: int = 500) -> I
     a = np.exp(log_a)
     z = a[None, :] * (theta[:, None] - b[None, :])
     ll = float(np.sum(s * z - n * np.logaddexp(0.0, z)))
-    se = np.sqrt(np.diag(np.linalg.inv(_hessian(s, n, theta, b, a, two))))
+    cov = np.linalg.inv(_hessian(s, n, theta, b, a, two))
+    se = np.sqrt(np.diag(cov))
     se_theta, se_b = se[:n_agents], se[n_agents:n_agents + n_tasks]
     abilities = [
         Ability(agent=name, theta=float(t), se=float(e), low=float(t - Z95 * e),
@@ -158,7 +165,18 @@ def fit(responses: Responses, model: IRTModel = "2pl", max_iter: int = 500) -> I
         for j, (name, bj, e, aj) in enumerate(zip(responses.tasks, b, se_b, a, strict=True))
     ]
     return IRTFit(model=model, abilities=abilities, tasks=tasks, log_likelihood=ll,
-                  converged=bool(result.success))
+                  converged=bool(result.success),
+                  ability_cov=cov[:n_agents, :n_agents].tolist())
+
+
+def ability_difference(result: IRTFit, a: int, b: int) -> tuple[float, float]:
+    """``theta_b - theta_a`` of agents at positions ``a`` and ``b`` of ``result.abilities``,
+    and its standard error by the delta method (exact here: the difference is linear),
+    ``sqrt(var_a + var_b - 2 cov_ab)`` from the fit's Laplace covariance."""
+    cov = result.ability_cov
+    diff = result.abilities[b].theta - result.abilities[a].theta
+    var = cov[a][a] + cov[b][b] - 2 * cov[a][b]
+    return diff, float(np.sqrt(max(var, 0.0)))
 
 
 def _hessian(s: np.ndarray, n: np.ndarray, theta: np.ndarray, b: np.ndarray, a: np.ndarray,
@@ -166,6 +184,8 @@ def _hessian(s: np.ndarray, n: np.ndarray, theta: np.ndarray, b: np.ndarray, a: 
     """The Hessian of the negative log posterior in (theta, b[, log a]), from the cells'
     ``z = a (theta - b)``: ``-sum(-w grad z grad z^T + r hess z)`` with ``w = n p (1 - p)``
     and ``r = s - n p``, plus the priors' precisions."""
+    from scipy.special import expit
+
     n_agents, n_tasks = n.shape
     z = a[None, :] * (theta[:, None] - b[None, :])
     p = expit(z)
