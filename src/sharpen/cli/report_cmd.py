@@ -19,6 +19,7 @@ from sharpen.cli.tables import fit
 from sharpen.core.errors import UserError
 from sharpen.stats.accuracy import Metric
 from sharpen.stats.cost import CostSummary
+from sharpen.stats.irt_runs import IRTSection
 from sharpen.stats.judged import CriterionScore
 from sharpen.stats.power import PowerPlan
 from sharpen.stats.report import RunReport
@@ -94,6 +95,39 @@ def judge_table(scores: list[CriterionScore], errors: dict[str, int]) -> Table:
     for r in judge_rows(scores):
         t.add_row(*r)
     return t
+
+
+def irt_tables(irt: IRTSection) -> list[Table]:
+    """The abilities of the fitted agent specs (this run marked) and the hardest and most
+    discriminating tasks, each with its 95% Laplace interval."""
+    conv = "" if irt.converged else " · the optimiser did not converge"
+    ab = Table(title=f"Ability (IRT): {(irt.model or '').upper()} over {len(irt.agents)} agent specs "
+               f"on {irt.tasks} tasks, 95% CI{conv}", title_justify="left")
+    for col in ("rank", "agent spec", "run", "ability [95% CI]", "success", "tasks"):
+        ab.add_column(col, no_wrap=col == "ability [95% CI]")
+    names = [a.agent_name for a in irt.agents]
+    for a in irt.agents:
+        # the spec's hash only where two fitted specs share a name
+        name = a.agent_name + (f" ({a.agent_hash[:8]})" if names.count(a.agent_name) > 1 else "")
+        ab.add_row(str(a.rank), name, a.run_id[:12] + (" (this run)" if a.this_run else ""),
+                   f"{a.theta:+.2f} [{a.low:+.2f}, {a.high:+.2f}]", pct(a.success), str(a.tasks),
+                   style="bold" if a.this_run else None)
+    tables = [ab]
+    two = irt.model == "2pl"
+    same = irt.hardest == irt.most_discriminating  # then one table says both
+    for title, rows in (("Hardest" + (" and most discriminating" if same else "") + " tasks",
+                         irt.hardest),
+                        ("Most discriminating tasks", [] if same else irt.most_discriminating)):
+        if not rows:
+            continue
+        t = Table(title=f"{title} (IRT)", title_justify="left")
+        for col in ("task", "difficulty [95% CI]", *(["discrimination"] if two else []), "solved"):
+            t.add_column(col, no_wrap=col == "difficulty [95% CI]")
+        for d in rows:
+            t.add_row(d.task_id, f"{d.difficulty:+.2f} [{d.low:+.2f}, {d.high:+.2f}]",
+                      *([f"{d.discrimination:.2f}"] if two else []), f"{d.solved} of {d.attempts}")
+        tables.append(t)
+    return tables
 
 
 def _epochs(n: int) -> str:
@@ -178,6 +212,11 @@ def render(report: RunReport, console: Console) -> None:
     console.print("[bold]Power[/]")
     for line in power_lines(report.power):
         console.print(f"  {line}", highlight=False)
+    if report.irt is not None and report.irt.available:
+        for t in irt_tables(report.irt):
+            console.print(fit(t, console))
+    elif report.irt is not None:
+        console.print(f"[bold]Ability (IRT)[/] {report.irt.note}", highlight=False)
     console.print("[bold]Validity[/]")
     marks = {"ok": "[green]✓[/]", "failed": "[bold red]✗[/]", "missing": "[yellow]?[/]"}
     for v in report.validity:

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from sharpen.core.registry import PluginRef
 from sharpen.stats.accuracy import Accuracy, accuracy
 from sharpen.stats.cost import CostSummary, cost_summary
+from sharpen.stats.irt_runs import IRTSection, run_section
 from sharpen.stats.judged import CriterionScore, run_scores
 from sharpen.stats.power import PowerPlan, pilot_model, plan
 from sharpen.stats.reliability import Reliability, reliability
@@ -125,6 +126,9 @@ class RunReport(BaseModel):
     judge_errors: dict[str, int] = {}
     """Judgements that gave no verdict (error kind ``judge``), per judge: left out of the
     judge scores, never counted against the agent."""
+    irt: IRTSection | None = None
+    """Ability of this run's agent spec next to other specs' on the same tasks, and the
+    hardest tasks (:mod:`sharpen.stats.irt_runs`); ``None`` in reports made before it."""
 
 
 def report_from_table(
@@ -174,4 +178,5 @@ def build_report(store: Store, run_id: str, **kwargs: float) -> RunReport:
     report.judges = run_scores(store, run_id)
     failed = Counter(j.judge for j in store.judgements(run_id) if j.status == "error")
     report.judge_errors = dict(sorted(failed.items()))
+    report.irt = run_section(store, rec, table)
     return report
