@@ -55,6 +55,14 @@ def render(rep: ComparisonReport, console: Console) -> None:
     console.print(fit(comps, console))
     if rep.judge_scores:
         console.print(fit(judge_table(rep), console))
+    if rep.irt is not None:
+        note = "; the optimiser did not converge" if not rep.irt.converged else ""
+        console.print(f"[bold]IRT ability[/] (other − A; {rep.irt.model.upper()} fit over the "
+                      f"compared runs on {rep.irt.tasks} tasks, 95% CI by the delta method{note})",
+                      highlight=False)
+        for d in rep.irt.differences:
+            console.print(f"  {d.label_b} vs A: {d.difference:+.2f} [{d.low:+.2f}, {d.high:+.2f}] "
+                          f"({d.label_b} {d.theta_b:+.2f}, A {d.theta_a:+.2f})", highlight=False)
     for c in rep.comparisons:
         colour = {"better": "green", "worse": "bold red", "none": "default"}[c.direction]
         console.print(f"[bold]{c.label_b} vs A:[/] [{colour}]{c.verdict}[/]", highlight=False)

@@ -6,6 +6,8 @@ Holm-adjusted (:mod:`sharpen.stats.multiple`) and the verdicts use the adjusted 
 the chance of any false "better"/"worse" stays at α. Intervals stay at their nominal level
 (unadjusted). ``any_worse`` is what ``--fail-if-worse`` gates on. Judge scores the runs share
 are paired on tasks too (:mod:`sharpen.stats.judge_compare`); they are shown, never gated on.
+So is each run's IRT ability difference from ``A`` in one fit over the compared runs
+(:mod:`sharpen.stats.irt_runs`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from sharpen.core.errors import UserError
 from sharpen.stats.accuracy import Metric, success_metric
 from sharpen.stats.bootstrap import DEFAULT_REPS
 from sharpen.stats.cost import CostSummary, Frontier, FrontierPoint, cost_summary, frontier
+from sharpen.stats.irt_runs import IRTComparison, compare_abilities
 from sharpen.stats.judge_compare import JudgeComparison, compare_scores, judge_values
 from sharpen.stats.multiple import holm
 from sharpen.stats.paired import PairedComparison, compare_pair, with_verdict
@@ -65,6 +68,9 @@ class ComparisonReport(BaseModel):
     judge_scores: list[JudgeComparison] = []
     """Judge scores paired on tasks, per other run, judge and criterion
     (:mod:`sharpen.stats.judge_compare`); empty when no judge scored two of the runs."""
+    irt: IRTComparison | None = None
+    """Each run's IRT ability minus A's, from one fit over the compared runs
+    (:mod:`sharpen.stats.irt_runs`); ``None`` when no task was scored."""
 
 
 def brief(label: str, rec: RunRecord, table: TaskTable) -> RunBrief:
@@ -119,6 +125,7 @@ def compare_runs(
     return ComparisonReport(
         runs=briefs, comparisons=comps, alpha=alpha, holm=family > 1, frontier=brief_frontier(briefs),
         warnings=warnings, any_worse=any(c.direction == "worse" for c in comps), seed=seed,
+        irt=compare_abilities([b.label for b in briefs], tables),
     )
 
 
