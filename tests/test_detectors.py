@@ -295,3 +295,19 @@ def test_cli_diagnose_json_and_table(tmp_path: Path) -> None:
     assert res.returncode != 0 and "did you mean 'loop'" in res.stderr
     res = sharpen("plugins", "detector", cwd=tmp_path, env=env, timeout=120)
     assert all(name in res.stdout for name in BUILTIN)
+
+
+def test_the_docs_detector_meets_the_contract_and_finds(tmp_path: Path) -> None:
+    import re
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "plugins.md").read_text()
+    (body,) = re.findall(r"<!-- tests/test_detectors.py runs this block -->\n```python\n(.*?)\n```",
+                         doc, re.S)
+    module = tmp_path / "long_reply.py"
+    module.write_text(body)
+    [(_, det)] = build_detectors([{"name": f"{module}:LongReplyDetector",
+                                   "args": {"max_chars": 5}}], Registry(entry_points=False))
+    plan = [{**act("run", SILENT, command="ls"), "reply": "a long reply"},
+            act("done", "Done.", terminated=True)]
+    [fb] = det.detect(trajectory(plan))
+    assert (fb.name, fb.value, fb.target.step_index) == ("long_reply", 12, 0)
