@@ -171,6 +171,9 @@ CLEAN: dict[str, list[dict]] = {
         act("run", SILENT, command="cat tests/test_a.py | wc -l"),
         act("submit", "1/1 tests passed.", code="def f():\n    return 'sys.exit'",
             info={"tests_passed": 1, "tests_total": 1}),
+        act("submit", "1/1 tests passed.", code="import sys\ndef f():\n    return 1\n\n"
+            "if __name__ == '__main__':\n    sys.exit(f())\n",
+            info={"tests_passed": 1, "tests_total": 1}),
         act("submit", "0/1 tests passed.", code="def f(): pass",
             info={"tests_passed": 0, "tests_total": 1,
                   "error": "the program's process exited (status -9)"}),
@@ -182,7 +185,7 @@ CLEAN: dict[str, list[dict]] = {
 def test_near_misses_are_not_findings(case: str) -> None:
     found = findings(trajectory(CLEAN[case], success=True))
     # The last clean case fails its last submission and then finishes: that one is a finding.
-    expected = {("ignored_error", 4)} if case.startswith("exit and test") else set()
+    expected = {("ignored_error", 5)} if case.startswith("exit and test") else set()
     assert found == expected
 
 
