@@ -18,7 +18,8 @@ COMMANDS: tuple[LazyCommand, ...] = (
                 "List plug-ins by kind: the built-ins and every installed package's (entry points). "
                 "Your own are named as module:Name or path/to/file.py:Name (docs/plugins.md)."),
     LazyCommand("run", "sharpen.cli.run_cmd", "run",
-                "Run an agent on an environment's tasks and print a summary."),
+                "Run an agent on an environment's tasks and print a summary (and judge it, "
+                "--judge)."),
     LazyCommand("runs", "sharpen.cli.browse", "runs",
                 "List recent runs, newest first. A run whose process is gone (killed) is shown "
                 "``interrupted``; an incomplete run's status says how many episodes are stored."),
