@@ -1,6 +1,7 @@
 """Judge validity of the embedded model on ``code`` and ``sql`` (issue 20's acceptance).
 
-Runs ``sharpen validate-judge ENV --judge rubric:solved --tasks 34`` — reference, null and the
+Runs ``sharpen validate-judge ENV --judge rubric:solved --tasks 34`` (transcripts cut to 500
+tokens, 10 pairs, 10 × 3 samples in-process) — reference, null and the
 embedded tool agent on 34 tasks each (102 trajectories), judged by SmolLM2-135M — twice per
 environment: the model in-process (``--model local``) and the same GGUF behind
 ``python -m llama_cpp.server`` on loopback (``--base-url``). The agents' runs are shared by the
@@ -17,6 +18,7 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,10 +27,15 @@ OUT = ROOT / "benchmarks" / "results"
 STORE = ROOT / "benchmarks" / ".judge_validity.db"
 
 
-def validate(env: str, tasks: int, backend: list[str]) -> dict:
-    cmd = [str(Path(sys.executable).with_name("sharpen")), "validate-judge", env, "--judge",
-           "rubric:solved", "--tasks", str(tasks), "--json", "--store", f"sqlite:///{STORE}",
-           *backend]
+JUDGE = ["--judge", "rubric:solved", "--judge-arg", "token_budget=500"]
+"""The judge under test; a 500-token transcript budget keeps ~500 judge calls within the hour
+this benchmark may take on two cores."""
+
+
+def validate(env: str, tasks: int, backend: list[str], samples: int) -> dict:
+    cmd = [str(Path(sys.executable).with_name("sharpen")), "validate-judge", env, *JUDGE,
+           "--tasks", str(tasks), "--pairs", "10", "--consistency-items", "10",
+           "--samples", str(samples), "--json", "--store", f"sqlite:///{STORE}", *backend]
     t0 = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -74,14 +81,23 @@ def main() -> None:
     from servers import start_llama_server, stop_server
 
     results: dict[str, dict] = {}
-    for env in args.envs:
-        results[f"{env}/local"] = validate(env, args.tasks, ["--model", "local"])
+
+    def one_env(env: str) -> None:
+        # self-consistency is sampled with the in-process judge only: the same model behind
+        # the server would repeat the measurement at the price of 30 more calls per env
+        results[f"{env}/local"] = validate(env, args.tasks, ["--model", "local"], samples=3)
         url, proc = start_llama_server()
         try:
             results[f"{env}/server"] = validate(env, args.tasks, [
-                "--base-url", url, "--model-name", "smollm2-135m"])
+                "--base-url", url, "--model-name", "smollm2-135m"], samples=0)
         finally:
             stop_server(proc)
+
+    # the environments in parallel: one's agent episodes overlap the other's judging
+    with ThreadPoolExecutor(len(args.envs)) as pool:
+        list(pool.map(one_env, args.envs))
+    results = {k: results[k] for k in sorted(results, key=lambda k: (args.envs.index(
+        k.split("/")[0]), k))}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "judge_validity.json").write_text(json.dumps(results, indent=2))
     lines = [
@@ -93,7 +109,8 @@ def main() -> None:
         "(`server`). 95% intervals by the bootstrap over tasks (BCa; Wilson for rates). "
         "Length bias: Spearman ρ of score and transcript length within verifier outcomes. "
         "Flip: (agent, reference) pairs judged in both orders by the pairwise judge. "
-        "Consistency: 20 transcripts × 3 samples at temperature 0.7.",
+        "Consistency (in-process judge only): 10 transcripts × 3 samples at temperature 0.7. "
+        "Flip: 10 pairs. The judge reads transcripts cut to 500 tokens (`token_budget=500`).",
         "",
         "| env | judge | n | verifier passes | accuracy | Cohen's κ | judge passes reference "
         "| judge passes null | judge passes agent | length bias ρ | flip rate | "
