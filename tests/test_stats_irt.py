@@ -105,3 +105,20 @@ def test_ability_differences_have_delta_method_intervals_that_cover() -> None:
         assert se < 0.8 * np.hypot(result.abilities[0].se, result.abilities[k].se)
         covered += d - Z95 * se <= theta[k] - theta[0] <= d + Z95 * se
     assert covered >= 16  # of 19 pairs, at 95%
+
+
+@pytest.mark.parametrize("model", ["1pl", "2pl"])
+def test_blockwise_covariance_equals_the_inverse_of_the_whole_hessian(model: str) -> None:
+    from sharpen.stats.irt import _covariance, _hessian
+
+    responses, _, _, _ = simulate(model, tasks=30, agents=6, epochs=3, seed=2)
+    result = fit(responses, model)  # type: ignore[arg-type]
+    theta = np.array([x.theta for x in result.abilities])
+    b = np.array([t.difficulty for t in result.tasks])
+    a = np.array([t.discrimination for t in result.tasks])
+    s, n = np.array(responses.successes, float), np.array(responses.attempts, float)
+    full = np.linalg.inv(_hessian(s, n, theta, b, a, model == "2pl"))
+    cov, var_b = _covariance(s, n, theta, b, a, model == "2pl")
+    assert np.allclose(cov, full[:6, :6], rtol=1e-9, atol=1e-12)
+    assert np.allclose(var_b, np.diag(full)[6:36], rtol=1e-9, atol=1e-12)
+    assert np.allclose([t.difficulty_se for t in result.tasks], np.sqrt(var_b))

@@ -11,7 +11,8 @@ scale's origin and unit), ``b ~ N(0, 2^2)``, ``log a ~ N(0, 0.5^2)`` — so that
 agent solved (or none did) gets a finite difficulty instead of an infinite one; L-BFGS with
 the analytic gradient (``scipy.optimize``). Standard errors are the Laplace approximation: the
 square roots of the diagonal of the inverse Hessian of the negative log posterior at the fit
-(every parameter's uncertainty, cross-terms included); intervals are estimate ± 1.96 SE.
+(every parameter's uncertainty, cross-terms included), computed blockwise (see
+:func:`_covariance`); intervals are estimate ± 1.96 SE.
 """
 
 from __future__ import annotations
@@ -151,9 +152,8 @@ def fit(responses: Responses, model: IRTModel = "2pl", max_iter: int = 500) -> I
     a = np.exp(log_a)
     z = a[None, :] * (theta[:, None] - b[None, :])
     ll = float(np.sum(s * z - n * np.logaddexp(0.0, z)))
-    cov = np.linalg.inv(_hessian(s, n, theta, b, a, two))
-    se = np.sqrt(np.diag(cov))
-    se_theta, se_b = se[:n_agents], se[n_agents:n_agents + n_tasks]
+    cov, var_b = _covariance(s, n, theta, b, a, two)
+    se_theta, se_b = np.sqrt(np.diag(cov)), np.sqrt(var_b)
     abilities = [
         Ability(agent=name, theta=float(t), se=float(e), low=float(t - Z95 * e),
                 high=float(t + Z95 * e), attempts=int(n[i].sum()))
@@ -166,7 +166,7 @@ def fit(responses: Responses, model: IRTModel = "2pl", max_iter: int = 500) -> I
     ]
     return IRTFit(model=model, abilities=abilities, tasks=tasks, log_likelihood=ll,
                   converged=bool(result.success),
-                  ability_cov=cov[:n_agents, :n_agents].tolist())
+                  ability_cov=cov.tolist())
 
 
 def ability_difference(result: IRTFit, a: int, b: int) -> tuple[float, float]:
@@ -179,9 +179,42 @@ def ability_difference(result: IRTFit, a: int, b: int) -> tuple[float, float]:
     return diff, float(np.sqrt(max(var, 0.0)))
 
 
+def _covariance(s: np.ndarray, n: np.ndarray, theta: np.ndarray, b: np.ndarray, a: np.ndarray,
+                two: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The abilities' covariance (agents × agents) and the difficulties' variances: those
+    blocks of the inverse of :func:`_hessian`, by the Schur complement of its task block.
+    Abilities do not interact with each other and tasks only within a task (``b_j``, and
+    ``log a_j`` under the 2PL), so with ``H = [[D, C], [C^T, K]]`` (``D`` diagonal, ``K``
+    block-diagonal) the abilities' covariance is ``S^-1`` with ``S = D - C K^-1 C^T`` and a
+    task's block is ``K_j^-1 + K_j^-1 C_j^T S^-1 C_j K_j^-1``: O(agents² × tasks), where
+    inverting the whole Hessian is O((agents + 2 tasks)³)."""
+    from scipy.special import expit
+
+    z = a[None, :] * (theta[:, None] - b[None, :])
+    p = expit(z)
+    w, r = n * p * (1 - p), s - n * p
+    wa2 = w * a[None, :] ** 2
+    d = wa2.sum(axis=1) + 1 / THETA_SD**2
+    k_bb = wa2.sum(axis=0) + 1 / B_SD**2
+    if two:
+        k_ll = (w * z**2 - r * z).sum(axis=0) + 1 / LOG_A_SD**2
+        k_bl = ((r - w * z) * a[None, :]).sum(axis=0)
+        k = np.stack([np.stack([k_bb, k_bl], -1), np.stack([k_bl, k_ll], -1)], -2)  # (T, 2, 2)
+        c = np.stack([-wa2, (w * z - r) * a[None, :]], -1)  # (A, T, 2)
+    else:
+        k, c = k_bb[:, None, None], -wa2[..., None]
+    k_inv = np.linalg.inv(k)
+    m = np.einsum("atk,tkl->atl", c, k_inv)  # C_j K_j^-1
+    cov = np.linalg.inv(np.diag(d) - np.einsum("atk,btk->ab", m, c))
+    m0 = m[:, :, 0]
+    var_b = k_inv[:, 0, 0] + (m0 * (cov @ m0)).sum(axis=0)
+    return cov, var_b
+
+
 def _hessian(s: np.ndarray, n: np.ndarray, theta: np.ndarray, b: np.ndarray, a: np.ndarray,
              two: bool) -> np.ndarray:
-    """The Hessian of the negative log posterior in (theta, b[, log a]), from the cells'
+    """The whole Hessian (what :func:`_covariance` inverts blockwise; tests check it against
+    this). The Hessian of the negative log posterior in (theta, b[, log a]), from the cells'
     ``z = a (theta - b)``: ``-sum(-w grad z grad z^T + r hess z)`` with ``w = n p (1 - p)``
     and ``r = s - n p``, plus the priors' precisions."""
     from scipy.special import expit
