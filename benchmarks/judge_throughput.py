@@ -67,7 +67,7 @@ from sharpen.core.agent_spec import AgentSpec  # noqa: E402
 from sharpen.core.messages import Message, ToolSpec  # noqa: E402
 from sharpen.core.registry import REGISTRY, PluginRef  # noqa: E402
 from sharpen.judges.runner import JudgeSetup, judge_run, resolve_judge  # noqa: E402
-from sharpen.models.base import Completion  # noqa: E402
+from sharpen.models.base import BaseChatModel, Completion  # noqa: E402
 from sharpen.models.openai_compat import OpenAIModel  # noqa: E402
 from sharpen.models.structured import ResponseSchema  # noqa: E402
 from sharpen.runner import RunConfig, Runner  # noqa: E402
@@ -82,6 +82,7 @@ class Capturing(OpenAIModel):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.bodies: list[dict[str, Any]] = []
+        self.replies: dict[str, Completion] = {}
         self._last: dict[str, Any] = {}
 
     def build_request(self, messages: list[Message], tools: list[ToolSpec] | None = None,
@@ -95,7 +96,28 @@ class Capturing(OpenAIModel):
                        response_schema: ResponseSchema | None = None) -> Completion:
         out = await super().complete(messages, tools, params, response_schema=response_schema)
         self.bodies.append(self._last)
+        self.replies[key(messages)] = out
         return out
+
+
+def key(messages: list[Message]) -> str:
+    return json.dumps([m.model_dump(mode="json") for m in messages])
+
+
+class Instant(BaseChatModel):
+    """Answers each captured prompt at once with the server's reply to it: what is left of a
+    judgement's time is sharpen's own."""
+
+    name = "smollm2-135m"
+    structured_output = "server"
+
+    def __init__(self, replies: dict[str, Completion]) -> None:
+        self.replies = replies
+
+    async def complete(self, messages: list[Message], tools: list[ToolSpec] | None = None,
+                       params: dict[str, Any] | None = None, *,
+                       response_schema: ResponseSchema | None = None) -> Completion:
+        return self.replies[key(messages)]
 
 
 async def make_runs(db: Path, env: str, tasks: int, agents: list[str]) -> list[str]:
@@ -123,10 +145,11 @@ def fresh_store(src: Path, tmp: Path, tag: str) -> Store:
 
 
 async def capture(src: Path, tmp: Path, runs: list[str], setup: JudgeSetup,
-                  url: str) -> list[list[dict[str, Any]]]:
-    """Per run, the request bodies the judge sends (also warms the server)."""
+                  url: str) -> tuple[list[list[dict[str, Any]]], dict[str, Completion]]:
+    """Per run, the request bodies the judge sends, and the server's replies by prompt (also
+    warms the server)."""
     store = fresh_store(src, tmp, "capture")
-    out = []
+    out, replies = [], {}
     for rid in runs:
         model = Capturing(**setup.model.args)
         try:
@@ -134,8 +157,27 @@ async def capture(src: Path, tmp: Path, runs: list[str], setup: JudgeSetup,
         finally:
             await model.aclose()
         out.append(model.bodies)
+        replies.update(model.replies)
     store.close()
-    return out
+    return out, replies
+
+
+async def alone(src: Path, tmp: Path, runs: list[str], setup: JudgeSetup,
+                replies: dict[str, Completion], repeats: int) -> dict[str, Any]:
+    """sharpen's own time per judgement: ``judge_run`` at concurrency 1 with :class:`Instant`
+    as the model (no HTTP, no pricing or retry wrappers), median of ``repeats`` fresh stores."""
+    walls, judged = [], 0
+    for r in range(repeats):
+        store = fresh_store(src, tmp, f"alone{r}")
+        t0 = time.perf_counter()
+        judged = 0
+        for rid in runs:
+            s = await judge_run(store, rid, setup, model=Instant(replies))
+            judged += s.judged + s.errors
+        walls.append(time.perf_counter() - t0)
+        store.close()
+    return {"judged": judged, "wall_s": walls,
+            "ms_per_judgement": 1000 * statistics.median(walls) / judged}
 
 
 async def peer(url: str, batches: list[list[dict[str, Any]]], c: int) -> dict[str, Any]:
@@ -190,7 +232,7 @@ async def measure(args: argparse.Namespace, url: str, tmp: Path) -> dict[str, An
     setup = JudgeSetup(judge=resolve_judge("rubric:solved"),
                        model=PluginRef(name="openai", args=MODEL_ARGS | {"base_url": url}))
     t0 = time.perf_counter()
-    batches = await capture(src, tmp, runs, setup, url)
+    batches, replies = await capture(src, tmp, runs, setup, url)
     capture_s = time.perf_counter() - t0
     print(f"captured {sum(map(len, batches))} requests in {capture_s:.1f} s", flush=True)
     table: dict[int, dict[str, list[dict[str, Any]]]] = {}
@@ -206,8 +248,10 @@ async def measure(args: argparse.Namespace, url: str, tmp: Path) -> dict[str, An
                 print(f"c={c} repeat {r} {arm}: {res['tokens_per_s']:.0f} tokens/s "
                       f"({res['requests']} requests, {res['wall_s']:.1f} s)", flush=True)
         table[c] = arms
+    own = await alone(src, tmp, runs, setup, replies, 5)
+    print(f"sharpen alone: {own['ms_per_judgement']:.1f} ms per judgement", flush=True)
     return {"runs": runs, "batches": [len(b) for b in batches], "capture_s": capture_s,
-            "table": table}
+            "table": table, "alone": own}
 
 
 def summarise(raw: dict[str, Any]) -> dict[str, Any]:
@@ -246,7 +290,8 @@ def page(res: dict[str, Any]) -> str:
         f"httpx {res['versions']['httpx']}.",
         "",
         f"Judge `rubric:solved`, SmolLM2-135M-Instruct (Q4_1 GGUF) behind `python -m llama_cpp.server` "
-        f"on loopback; {sum(res['batches'])} requests per measurement over the runs of "
+        f"on loopback (`--n_threads {res['threads']}`); {sum(res['batches'])} requests per "
+        f"measurement over the runs of "
         f"{', '.join(f'`{a}`' for a in res['agents'])} on `{res['env']}` ({res['tasks']} tasks "
         f"each, judged run after run); medians of "
         f"{res['repeats']} repeat(s) per arm and concurrency.",
@@ -278,6 +323,9 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=12)
     ap.add_argument("--agents", nargs="+", default=["reference", "null"])
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="the server's n_threads (1: on this 2-core machine, shared with "
+                    "other work, 2 threads were oversubscribed and slower)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCIES))
     args = ap.parse_args()
     from servers import start_llama_server, stop_server
@@ -285,7 +333,7 @@ def main() -> None:
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    url, proc = start_llama_server()
+    url, proc = start_llama_server(n_threads=args.threads)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             raw = asyncio.run(measure(args, url, Path(tmp)))
@@ -295,7 +343,8 @@ def main() -> None:
            "started": started, "wall_s": time.perf_counter() - t0,
            "load": [load0, os.getloadavg()[0]], "cpu": cpu_name(), "cores": cores(),
            "versions": {p: version(p) for p in ("sharpen", "llama-cpp-python", "httpx")},
-           "env": args.env, "tasks": args.tasks, "agents": args.agents, "repeats": args.repeats, **raw}
+           "env": args.env, "tasks": args.tasks, "threads": args.threads,
+           "agents": args.agents, "repeats": args.repeats, **raw}
     res["summary"] = summarise(raw)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "judge_throughput.json").write_text(json.dumps(res, indent=2, default=str))
