@@ -11,6 +11,8 @@ import pytest
 from conftest import sharpen as cli
 
 import sharpen
+from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.manifest import RunManifest
 from sharpen.stats.irt_runs import MIN_2PL_AGENTS, TOP
 from sharpen.stats.report import RunReport
 from sharpen.store import Store
@@ -104,6 +106,18 @@ def test_report_prints_the_section_and_json_holds_it(runs) -> None:
     assert [a["agent_name"] for a in data["agents"]] == ["reference", "bench-terse", "null"]
     assert all(a["low"] < a["theta"] < a["high"] for a in data["agents"])
     assert len(data["hardest"]) == TOP
+
+
+def test_a_run_with_no_scored_task_is_not_placed(runs) -> None:
+    store: Store = runs["store"]
+    tasks = store.tasks_for(runs["replay"])
+    spec = AgentSpec(name="unstarted")
+    ref = store.get_run(runs["replay"]).manifest.env
+    store.create_run(RunManifest(run_id="unstarted", env=ref, agent_hash=spec.hash(),
+                                 task_ids=[t.id for t in tasks], epochs=1, seed=0,
+                                 config_hash="unstarted"), spec, tasks)
+    irt = sharpen.report("unstarted", store=store).irt
+    assert irt is not None and not irt.available and "no scored task" in irt.note
 
 
 def test_reports_stored_before_irt_still_read(runs) -> None:

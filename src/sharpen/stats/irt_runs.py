@@ -175,6 +175,9 @@ def section_from_runs(runs: Sequence[tuple[RunRecord, TaskTable]], this_run: str
             "needs a finished run of at least one other agent spec on this environment (same "
             "args) sharing its tasks: `sharpen run` another agent (e.g. --agent-name null, "
             "reference) on the same tasks"))
+    if not any(t.valid.any() for r, t in runs if r.id == this_run):
+        return IRTSection(available=False, note="this run has no scored task yet: nothing to "
+                          "place it by")
     resp, ids = responses([(r.id, t) for r, t in runs])
     if len(resp.tasks) > MAX_TASKS:
         return IRTSection(available=False, note=(
