@@ -122,3 +122,24 @@ def test_blockwise_covariance_equals_the_inverse_of_the_whole_hessian(model: str
     assert np.allclose(cov, full[:6, :6], rtol=1e-9, atol=1e-12)
     assert np.allclose(var_b, np.diag(full)[6:36], rtol=1e-9, atol=1e-12)
     assert np.allclose([t.difficulty_se for t in result.tasks], np.sqrt(var_b))
+
+
+def test_compare_abilities_skips_a_run_with_no_scored_task() -> None:
+    from sharpen.core.outcome import Outcome
+    from sharpen.core.task import TaskSpec
+    from sharpen.core.trajectory import Trajectory
+    from sharpen.stats.irt_runs import compare_abilities
+    from sharpen.stats.taskdata import TaskTable, aggregate_trajectories
+
+    def run(name: str, outcomes: list[Outcome]) -> TaskTable:
+        trajs = [Trajectory(task=TaskSpec(env="code", id=f"t{i}"), agent_hash=name, outcome=o)
+                 for i, o in enumerate(outcomes)]
+        return TaskTable.from_aggregate(aggregate_trajectories(name, trajs))
+
+    ok, bad, infra = Outcome(success=True), Outcome(success=False), Outcome(success=False,
+                                                                             error_kind="infra")
+    a, b = run("a", [ok, bad, bad, bad]), run("b", [ok, ok, ok, bad])
+    rep = compare_abilities(["A", "B"], [a, b])
+    assert rep is not None and rep.model == "1pl" and rep.tasks == 4
+    assert rep.differences[0].difference > 0
+    assert compare_abilities(["A", "B"], [a, run("b", [infra] * 4)]) is None

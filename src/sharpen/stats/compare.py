@@ -70,7 +70,7 @@ class ComparisonReport(BaseModel):
     (:mod:`sharpen.stats.judge_compare`); empty when no judge scored two of the runs."""
     irt: IRTComparison | None = None
     """Each run's IRT ability minus A's, from one fit over the compared runs
-    (:mod:`sharpen.stats.irt_runs`); ``None`` when no task was scored."""
+    (:mod:`sharpen.stats.irt_runs`); ``None`` when a run has no scored task."""
 
 
 def brief(label: str, rec: RunRecord, table: TaskTable) -> RunBrief:

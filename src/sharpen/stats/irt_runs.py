@@ -223,10 +223,10 @@ def run_section(store: Store, rec: RunRecord, table: TaskTable) -> IRTSection:
 
 def compare_abilities(labels: Sequence[str], tables: Sequence[TaskTable]) -> IRTComparison | None:
     """The joint fit over compared runs (the first the baseline) and each other run's ability
-    difference from it; ``None`` when no task is scored or there are more than
-    :data:`MAX_TASKS` tasks."""
+    difference from it; ``None`` when a run has no scored task (its ability would be the
+    prior's) or there are more than :data:`MAX_TASKS` tasks."""
     resp, _ = responses(list(zip(labels, tables, strict=True)))
-    if not resp.tasks or len(resp.tasks) > MAX_TASKS:
+    if not all(t.valid.any() for t in tables) or len(resp.tasks) > MAX_TASKS:
         return None
     model = model_for(len(tables))
     result = fit(resp, model)
