@@ -312,6 +312,13 @@ def page(res: dict[str, Any]) -> str:
         f"concurrency ({s['best_concurrency']}) the ratio is **{s['ratio']:.3f}** against a "
         f"target of {s['target']}: **{'met' if s['met'] else 'not met'}**.",
         "",
+        f"sharpen's own time per judgement (the same `judge_run` with the server's replies "
+        f"given back at once by an in-process model, concurrency 1, median of "
+        f"{len(res['alone']['wall_s'])} fresh stores): "
+        f"**{res['alone']['ms_per_judgement']:.1f} ms**, against "
+        f"{1000 * s['rows'][0]['peer_wall_s'] / s['rows'][0]['peer_requests']:.0f} ms per "
+        f"request the server took at concurrency 1.",
+        "",
         "Every measurement (`order` 0 ran first in its repeat) is in `judge_throughput.json`.",
     ]
     return "\n".join(lines) + "\n"
