@@ -10,6 +10,7 @@ SmolLM2 in-process, the same GGUF behind the server); the one double is the repl
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 from pathlib import Path
@@ -228,6 +229,23 @@ async def test_openai_auto_finds_the_form_the_server_takes(llama_server: str) ->
     assert model.form == "json_object" and model.structured_output == "server"
     assert reply.ok and reply.mode == "server" and again.ok
     jsonschema.validate(reply.value, ORDER_SCHEMA)
+
+
+@pytest.mark.slow
+async def test_openai_auto_steps_down_once_when_first_calls_are_refused_together(
+        llama_server: str) -> None:
+    """Calls in flight at once are all refused json_schema; the form steps down once, to
+    json_object, not once per refusal (to none, then a KeyError)."""
+    model = OpenAIModel(base_url=llama_server, tools=False)
+    messages = [Message(role="user", content="Order two pears for Ana.")]
+    try:
+        replies = await asyncio.gather(*(
+            complete_structured(model, messages, Order, {"max_tokens": 60, "temperature": 0.0,
+                                                         "seed": k}) for k in range(4)))
+    finally:
+        await model.aclose()
+    assert model.form == "json_object"
+    assert all(r.mode == "server" for r in replies)
 
 
 class Recording(ModelWrapper):

@@ -222,6 +222,7 @@ class OpenAIModel:
                 # Nothing constrains on this server: say the schema; the caller validates.
                 messages = [*messages, Message(role="user", content=response_schema.instructions())]
                 response_schema = None
+            sent = self.form
             body = self.build_request(messages, tools, params, response_schema)
             resp, latency = await self._post(url, body)
             if response_schema is None or not _refused_schema(resp):
@@ -236,7 +237,8 @@ class OpenAIModel:
                     "json_schema, OpenAI also wants every property required and "
                     "additionalProperties: false",
                 )
-            self.form = _FALLBACK[self.form]
+            if self.form == sent:  # calls in flight may have stepped down already
+                self.form = _FALLBACK[sent]
         self._raise_for_status(resp, url)
         try:
             data = resp.json()
