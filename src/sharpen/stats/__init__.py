@@ -16,6 +16,17 @@ One concept per module:
 - :mod:`~sharpen.stats.plot` — the frontier as PNG and SVG (matplotlib, optional)
 - :mod:`~sharpen.stats.reliability` — consistency, robustness, calibration, safety
 - :mod:`~sharpen.stats.validity` — null-agent ceiling, reference-agent floor
+- :mod:`~sharpen.stats.irt` / :mod:`~sharpen.stats.irt_runs` — 1PL/2PL item response
+  theory, and its fit over stored runs for report and compare
+- :mod:`~sharpen.stats.estimate` — :class:`~sharpen.stats.estimate.Estimate`, a statistic
+  with its interval
+- :mod:`~sharpen.stats.itemboot` / :mod:`~sharpen.stats.weighted` — the bootstrap over items
+  or clusters as weights, and κ, α, ρ, AUROC written as functions of weights
+- :mod:`~sharpen.stats.agreement` — agreement of two raters (κ, α, ρ with BCa intervals)
+- :mod:`~sharpen.stats.judge_validity` — a judge against the verifier: accuracy, κ, AUROC,
+  flip rate, length bias, self-consistency
+- :mod:`~sharpen.stats.judged` / :mod:`~sharpen.stats.judge_compare` — judge scores per
+  criterion, and paired across runs
 - :mod:`~sharpen.stats.report` / :mod:`~sharpen.stats.compare` — what the CLI prints
 
 docs/evaluation.md defines every number.
