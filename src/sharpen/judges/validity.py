@@ -190,8 +190,8 @@ async def gather(store: Store, plan: ValidityPlan, *, model: ChatModel | None = 
                         "check --criterion names one of the judge's criteria, and the judge "
                         "errors above")
     pair_orders = await _pairs(store, plan, runs, model, registry, summaries)
-    samples = await _samples(plan, [judged[r.trajectory_id] for r in rows], crit_name, crit,
-                             model, registry)
+    samples = await _samples(plan, [judged[r.trajectory_id] for r in _mixed(rows)], crit_name,
+                             crit, model, registry)
     return Gathered(plan=plan, runs=runs, rows=rows, criterion=crit_name, judge_errors=errors,
                     summaries=summaries, pair_orders=pair_orders, samples=samples)
 
@@ -218,11 +218,21 @@ async def _pairs(store: Store, plan: ValidityPlan, runs: dict[str, list[str]],
     return [j.detail for j in store.judgements(agent, pair.hash()) if j.status == "ok"]
 
 
+def _mixed(rows: list[Row]) -> list[Row]:
+    """``rows`` taken in turn from each agent (reference, null, real, reference, ...), so that
+    the first few — the ones self-consistency samples — are not all one agent's."""
+    by = [[r for r in rows if r.source == s] for s in SOURCES]
+    out = []
+    for i in range(max(map(len, by), default=0)):
+        out += [b[i] for b in by if i < len(b)]
+    return out
+
+
 async def _samples(plan: ValidityPlan, trajectories: list[Trajectory], name: str,
                    crit: Criterion | None, model: ChatModel | None,
                    registry: Registry) -> list[list[float | None]]:
-    """Each of the first ``consistency_items`` transcripts judged ``samples`` times with
-    sampling (temperature 0.7, a seed per sample); not stored."""
+    """Each of the first ``consistency_items`` transcripts (taken in turn from each agent)
+    judged ``samples`` times with sampling (temperature 0.7, a seed per sample); not stored."""
     if plan.samples <= 0 or plan.consistency_items <= 0:
         return []
     from sharpen.judges.runner import build_judge_model
