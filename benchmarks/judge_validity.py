@@ -77,10 +77,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=34)
     ap.add_argument("--envs", nargs="+", default=["code", "sql"])
+    ap.add_argument("--from-json", type=Path, default=None, help="Write the table from "
+                    "ENV_BACKEND.json files (validate-judge --json outputs, each with 'seconds' "
+                    "and 'command' added) instead of running.")
     args = ap.parse_args()
+    results: dict[str, dict] = {}
+    if args.from_json is not None:
+        for env in args.envs:
+            for backend in ("local", "server"):
+                f = args.from_json / f"{env}_{backend}.json"
+                if f.exists():
+                    results[f"{env}/{backend}"] = json.loads(f.read_text())
+        write(results, args.tasks)
+        return
     from servers import start_llama_server, stop_server
 
-    results: dict[str, dict] = {}
 
     def one_env(env: str) -> None:
         # self-consistency is sampled with the in-process judge only: the same model behind
@@ -98,13 +109,18 @@ def main() -> None:
         list(pool.map(one_env, args.envs))
     results = {k: results[k] for k in sorted(results, key=lambda k: (args.envs.index(
         k.split("/")[0]), k))}
+    write(results, args.tasks)
+
+
+def write(results: dict[str, dict], tasks: int) -> None:
+    """``benchmarks/results/judge_validity.{json,md}`` from ``results``."""
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "judge_validity.json").write_text(json.dumps(results, indent=2))
     lines = [
         "# Judge validity: SmolLM2-135M judging `rubric:solved` against the verifier",
         "",
-        f"`python benchmarks/judge_validity.py --tasks {args.tasks}` — per environment, "
-        f"{args.tasks} tasks × (reference, null, embedded tool agent), judged by the embedded "
+        f"`python benchmarks/judge_validity.py --tasks {tasks}` — per environment, "
+        f"{tasks} tasks × (reference, null, embedded tool agent), judged by the embedded "
         "model in-process (`local`) and by the same GGUF behind `llama_cpp.server` on loopback "
         "(`server`). 95% intervals by the bootstrap over tasks (BCa; Wilson for rates). "
         "Length bias: Spearman ρ of score and transcript length within verifier outcomes. "

@@ -286,3 +286,26 @@ def test_a_dead_judge_endpoint_is_one_message_and_keeps_the_run(tmp_path: Path) 
     assert "the judge model failed after its retries" in res.stderr and "--resume" in res.stderr
     assert "Traceback" not in res.stderr
     assert _store(tmp_path).judgements(run) == []
+
+
+@pytest.mark.slow
+def test_validate_judge_measures_against_the_verifier_and_reuses_what_is_stored(
+        tmp_path: Path) -> None:
+    args = ["validate-judge", "sql", "--judge", "rubric:solved", "--judge-arg",
+            "token_budget=300", "--tasks", "2", "--pairs", "1", "--samples", "2",
+            "--consistency-items", "2", "--json"]
+    res = sharpen(*args, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    by = {s["source"]: s for s in r["sources"]}
+    assert by["reference"]["verifier_rate"] == 1.0 and by["null"]["verifier_rate"] == 0.0
+    assert r["n"] + r["judge_errors"] == 6 and r["criterion"] == "solved"
+    assert r["verifier"]["accuracy"]["n"] == r["n"] and r["consistency"]["repeats"] == 2
+    assert r["flip"] is None or r["flip"]["n"] <= 1
+    # a second call runs nothing and judges nothing new: the same numbers, no tokens
+    again = json.loads(sharpen(*args[:-1], "--samples", "0", "--no-judge", "--json",
+                               cwd=tmp_path).stdout)
+    assert again["verifier"] == r["verifier"] and again["tokens"] == 0
+    assert again["runs"] == r["runs"]
+    table = sharpen(*args[:-1], "--samples", "0", "--no-judge", cwd=tmp_path)
+    assert "Cohen's κ vs verifier" in table.stdout and "null agent" in table.stdout

@@ -216,6 +216,9 @@ def validate_judge(
                                          "self-consistency (0: skip).")] = 3,
     consistency_items: Annotated[int, typer.Option(min=1, help="Transcripts sampled.")] = 20,
     concurrency: Annotated[int, typer.Option(min=1, help="Work in flight at once.")] = 1,
+    judge_new: Annotated[bool, typer.Option(
+        "--judge-new/--no-judge", help="--no-judge: measure the judgements already stored, "
+        "judging nothing new.")] = True,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     model_name: ModelNameOpt = None,
@@ -233,7 +236,7 @@ def validate_judge(
                         judge=setup, tasks=tasks, split=split, seed=seed,
                         agent_runs=agent_run or [], criterion=criterion, pairs=pairs,
                         samples=samples, consistency_items=consistency_items,
-                        concurrency=concurrency)
+                        concurrency=concurrency, judge_new=judge_new)
     st = open_store(store)
     try:
         gathered = run_sync(gather(st, plan, progress=not json_out))

@@ -76,6 +76,9 @@ class ValidityPlan(BaseModel):
     consistency_items: int = 20
     """Transcripts judged ``samples`` times."""
     concurrency: int = 1
+    judge_new: bool = True
+    """``False``: measure the judgements already stored and judge nothing new (runs are still
+    run or reused: a run this judge has not judged contributes nothing)."""
 
 
 class Row(BaseModel):
@@ -161,7 +164,7 @@ async def gather(store: Store, plan: ValidityPlan, *, model: ChatModel | None = 
     }
     summaries = []
     for ids in runs.values():
-        for rid in ids:
+        for rid in ids if plan.judge_new else []:
             summaries.append(await judge_run(store, rid, plan.judge, resume=True, model=model,
                                              concurrency=plan.concurrency, on_done=on_judged,
                                              registry=registry))
@@ -212,9 +215,10 @@ async def _pairs(store: Store, plan: ValidityPlan, runs: dict[str, list[str]],
         return []
     pair = JudgeSetup(judge=PluginRef(name="pairwise"), model=plan.judge.model)
     agent, reference = runs["agent"][0], runs["reference"][0]
-    summaries.append(await judge_run(store, agent, pair, versus=reference, resume=True,
-                                     limit=plan.pairs, model=model, registry=registry,
-                                     concurrency=plan.concurrency))
+    if plan.judge_new:
+        summaries.append(await judge_run(store, agent, pair, versus=reference, resume=True,
+                                         limit=plan.pairs, model=model, registry=registry,
+                                         concurrency=plan.concurrency))
     return [j.detail for j in store.judgements(agent, pair.hash()) if j.status == "ok"]
 
 
