@@ -62,11 +62,12 @@ class JudgeSetup(BaseModel):
     judge: PluginRef
     model: PluginRef
 
-    def hash(self) -> str:
+    def hash(self, judge: Judge | None = None, registry: Registry = REGISTRY) -> str:
         """The judge's version: its ref (rubric included), its prompt and its model — a judge
-        with another prompt or model is another judge, whose scores are kept apart."""
-        judge = REGISTRY.create(JUDGE, self.judge)
-        return content_hash({"judge": self.judge, "prompt": judge_info(judge).prompt,
+        with another prompt or model is another judge, whose scores are kept apart. ``judge``:
+        the judge already built from this ref (else it is built from ``registry``)."""
+        built = judge if judge is not None else registry.create(JUDGE, self.judge)
+        return content_hash({"judge": self.judge, "prompt": judge_info(built).prompt,
                              "model": self.model})
 
 
@@ -179,7 +180,7 @@ async def judge_run(
     does)."""
     judge: Judge = registry.create(JUDGE, setup.judge)
     info = judge_info(judge)
-    jhash = setup.hash()
+    jhash = setup.hash(judge)
     _check_pairing(info, versus)
     stored = store.judgements(run_id, jhash)
     done = {(j.trajectory_id, j.versus) for j in stored if j.status == "ok"}

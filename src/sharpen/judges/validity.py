@@ -101,6 +101,7 @@ class Gathered(BaseModel):
     runs: dict[str, list[str]]
     rows: list[Row]
     criterion: str
+    judge_hash: str
     judge_errors: int
     summaries: list[JudgeSummary]
     pair_orders: list[dict[str, Any]]
@@ -109,12 +110,17 @@ class Gathered(BaseModel):
     """Per repeated transcript: the score of each sample."""
 
 
-def _criterion(plan: ValidityPlan, registry: Registry) -> str:
+def _rubric(plan: ValidityPlan) -> Rubric | None:
+    """The rubric of a ``rubric`` judge under test (``None`` for another judge)."""
+    ref = plan.judge.judge
+    return Rubric.parse(ref.args.get("rubric")) if ref.name == "rubric" else None
+
+
+def _criterion(plan: ValidityPlan, rubric: Rubric | None) -> str:
     if plan.criterion:
         return plan.criterion
     ref = plan.judge.judge
-    if ref.name == "rubric":
-        rubric = Rubric.parse(ref.args.get("rubric"))
+    if rubric is not None:
         pick = next((c for c in rubric.criteria if c.scale == "bool"), rubric.criteria[0])
         return pick.name
     if ref.name == "reference":
@@ -123,6 +129,10 @@ def _criterion(plan: ValidityPlan, registry: Registry) -> str:
         return "checklist"
     raise UserError(f"which criterion of judge {ref.name!r} is the verifier's verdict?",
                     "name it with --criterion")
+
+
+def _rubric_criterion(rubric: Rubric | None, name: str) -> Criterion | None:
+    return None if rubric is None else next((c for c in rubric.criteria if c.name == name), None)
 
 
 async def _run(store: Store, plan: ValidityPlan, spec: AgentSpec, tasks: list[Any],
@@ -152,7 +162,8 @@ async def gather(store: Store, plan: ValidityPlan, *, model: ChatModel | None = 
                              seed=plan.seed)
     finally:
         await env.close()
-    crit_name = _criterion(plan, registry)
+    rubric = _rubric(plan)
+    crit_name = _criterion(plan, rubric)
     runs: dict[str, list[str]] = {
         "reference": [await _run(store, plan, AgentSpec(name="reference",
                                                         agent=PluginRef(name="reference")),
@@ -168,8 +179,8 @@ async def gather(store: Store, plan: ValidityPlan, *, model: ChatModel | None = 
             summaries.append(await judge_run(store, rid, plan.judge, resume=True, model=model,
                                              concurrency=plan.concurrency, on_done=on_judged,
                                              registry=registry))
-    jhash = plan.judge.hash()
-    crit = _rubric_criterion(plan, crit_name)
+    jhash = plan.judge.hash(registry=registry)
+    crit = _rubric_criterion(rubric, crit_name)
     rows: list[Row] = []
     errors = 0
     judged: dict[str, Trajectory] = {}
@@ -195,16 +206,9 @@ async def gather(store: Store, plan: ValidityPlan, *, model: ChatModel | None = 
     pair_orders = await _pairs(store, plan, runs, model, registry, summaries)
     samples = await _samples(plan, [judged[r.trajectory_id] for r in _mixed(rows)], crit_name,
                              crit, model, registry)
-    return Gathered(plan=plan, runs=runs, rows=rows, criterion=crit_name, judge_errors=errors,
-                    summaries=summaries, pair_orders=pair_orders, samples=samples)
-
-
-def _rubric_criterion(plan: ValidityPlan, name: str) -> Criterion | None:
-    ref = plan.judge.judge
-    if ref.name != "rubric":
-        return None
-    rubric = Rubric.parse(ref.args.get("rubric"))
-    return next((c for c in rubric.criteria if c.name == name), None)
+    return Gathered(plan=plan, runs=runs, rows=rows, criterion=crit_name, judge_hash=jhash,
+                    judge_errors=errors, summaries=summaries, pair_orders=pair_orders,
+                    samples=samples)
 
 
 async def _pairs(store: Store, plan: ValidityPlan, runs: dict[str, list[str]],
@@ -315,7 +319,7 @@ def _threshold(crit: Criterion | None, rows: list[Row]) -> float | None:
 def measure(g: Gathered, *, n_boot: int = 2000, seed: int = 0) -> ValidityReport:
     """The statistics of :class:`ValidityReport` from what :func:`gather` collected (pure)."""
     rows = g.rows
-    crit = _rubric_criterion(g.plan, g.criterion)
+    crit = _rubric_criterion(_rubric(g.plan), g.criterion)
     thr = _threshold(crit, rows)
     clusters = [r.task for r in rows]
     judged = [r.value if isinstance(r.value, bool) else r.score for r in rows]
@@ -353,7 +357,7 @@ def measure(g: Gathered, *, n_boot: int = 2000, seed: int = 0) -> ValidityReport
     main = g.summaries[0] if g.summaries else None
     return ValidityReport(
         env=g.plan.env, judge=main.judge if main else g.plan.judge.judge.name,
-        judge_hash=g.plan.judge.hash(), model=main.model if main else g.plan.judge.model.name,
+        judge_hash=g.judge_hash, model=main.model if main else g.plan.judge.model.name,
         criterion=g.criterion, runs=g.runs, n=len(rows), judge_errors=g.judge_errors,
         threshold=thr, verifier=verifier, sources=sources, length_bias=bias, flip=flip,
         consistency=consistency,
