@@ -34,29 +34,37 @@ from sharpen.sandbox.local import LocalSandbox, bwrap_usable
 
 MODES = ["bwrap", "fallback", "forkserver"]
 SLACK = 6.0
-HIDDEN = f"sharpen-hidden-{uuid.uuid4().hex}"
-BORN = time.time() - 2.0
-"""No file last changed before ``HIDDEN`` was made can hold it (2 s for timestamp granularity)."""
 
-ADD = CodeProblem(
-    task_id="test/add",
-    prompt='def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
-    context='def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
-    entry_point="add",
-    test=textwrap.dedent(f"""\
-        METADATA = {{"author": "{HIDDEN}"}}
 
-        def check(candidate):
-            # {HIDDEN}
-            secret = "{HIDDEN}"
-            assert candidate(1, 2) == 3
-            assert candidate(-5, 5) == 0
-            for i in range(10):
-                assert candidate(i, 2 * i) == 3 * i
-            assert candidate(10**30, 1) == 10**30 + 1
-    """),
-    reference="def add(a, b):\n    return a + b\n",
-)
+def new_secret() -> str:
+    return f"sharpen-hidden-{uuid.uuid4().hex}"
+
+
+def add_problem(hidden: str) -> CodeProblem:
+    """``add`` whose hidden tests carry ``hidden`` in their metadata, a comment and a string."""
+    return CodeProblem(
+        task_id="test/add",
+        prompt='def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
+        context='def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
+        entry_point="add",
+        test=textwrap.dedent(f"""\
+            METADATA = {{"author": "{hidden}"}}
+
+            def check(candidate):
+                # {hidden}
+                secret = "{hidden}"
+                assert candidate(1, 2) == 3
+                assert candidate(-5, 5) == 0
+                for i in range(10):
+                    assert candidate(i, 2 * i) == 3 * i
+                assert candidate(10**30, 1) == 10**30 + 1
+        """),
+        reference="def add(a, b):\n    return a + b\n",
+    )
+
+
+HIDDEN = new_secret()
+ADD = add_problem(HIDDEN)
 
 
 def factory(mode: str) -> Callable[[], LocalSandbox]:
@@ -84,11 +92,12 @@ def needs_uid(mode: str) -> None:
         pytest.skip("the fallback without root has no pool uid (isolation 'rlimits')")
 
 
-async def hostile(program: str, mode: str, timeout: float = 3.0) -> TestReport:
+async def hostile(program: str, mode: str, timeout: float = 3.0,
+                  problem: CodeProblem = ADD) -> TestReport:
     start = time.monotonic()
     # With no Closing in force, run_tests returns once the sandbox is closed (its uid swept),
     # even with a fork server: everything below checks the state after that.
-    report = await run_tests(program, ADD, timeout=timeout, sandbox_factory=factory(mode))
+    report = await run_tests(program, problem, timeout=timeout, sandbox_factory=factory(mode))
     assert time.monotonic() - start < timeout + SLACK
     assert not report.all_passed
     return report
@@ -432,86 +441,107 @@ async def test_environment_secrets_do_not_leak(mode: str, monkeypatch: pytest.Mo
     assert "returned {'PATH'" in dumped  # the program did run and return its environment
 
 
-# The snooper reads only files changed since BORN: no older file can hold HIDDEN, and reading
-# every file under /tmp (other checkouts, their virtual environments) takes longer than a time
-# limit on a busy machine, which cut the scan off before it could say "nothing".
-SNOOP = f"BORN = {BORN!r}\n" + textwrap.dedent("""\
-    import os, re
+def snooper(hidden: str) -> str:
+    """A candidate ``add`` that looks for ``hidden`` in every file changed from now on under its
+    workdir and /tmp, and in the memory and descriptors of every process it can open; it returns
+    ``"FOUND <secret>"`` or ``"nothing"``.
 
-    # Built at run time: this very file (and its bytecode) gets scanned too.
-    NEEDLE = re.compile("-".join(["sharpen", "hidden", "[0-9a-f]{32}"]).encode())
+    Only files changed since ``hidden`` was made (less 2 s for timestamp granularity) can hold
+    it, so the snooper skips older ones: reading every file under /tmp (other checkouts, their
+    virtual environments, what the suite wrote before this test) takes longer than the time limit
+    on a busy machine, which cut the scan off before it could say "nothing". The secret is split
+    in two, never joined until found, so that this program's own text and memory (scanned too)
+    do not hold it.
+    """
+    half = len(hidden) // 2
+    return f"BORN = {time.time() - 2.0!r}\nHEAD, TAIL = {hidden[:half]!r}, {hidden[half:]!r}\n" + (
+        textwrap.dedent("""\
+        import os
 
-    class Found(Exception):
-        pass
+        # Never joined: the whole secret in this process's memory would be found there.
+        HEAD, TAIL = HEAD.encode(), TAIL.encode()
 
-    def look(data):
-        hit = NEEDLE.search(data)
-        if hit:
-            raise Found(hit.group().decode())
-
-    def grab(path, limit=1 << 22):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        except OSError:
-            return
-        try:
-            look(os.read(fd, limit))
-        except OSError:
+        class Found(Exception):
             pass
-        finally:
-            os.close(fd)
 
-    def snoop():
-        for top in (".", "/tmp"):
-            for root, _dirs, names in os.walk(top):
-                for name in names:
-                    path = os.path.join(root, name)
-                    try:
-                        st = os.stat(path)
-                    except OSError:
-                        continue
-                    if max(st.st_mtime, st.st_ctime) >= BORN:
-                        grab(path)
-        # Its own process too: the worker is forked from the checker, which must not have
-        # held the tests yet.
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            for name in ("cmdline", "environ", "fd/0", "fd/1", "fd/3", "fd/4"):
-                grab(f"/proc/{pid}/{name}")
+        def look(data):
+            i = data.find(HEAD)
+            while i >= 0:
+                if data[i + len(HEAD):i + len(HEAD) + len(TAIL)] == TAIL:
+                    raise Found(HEAD.decode() + TAIL.decode())
+                i = data.find(HEAD, i + 1)
+
+        def grab(path, limit=1 << 22):
             try:
-                with open(f"/proc/{pid}/maps") as fh:
-                    maps = fh.read().splitlines()
-                with open(f"/proc/{pid}/mem", "rb") as mem:
-                    for line in maps:
-                        span, perms = line.split()[:2]
-                        lo, hi = (int(x, 16) for x in span.split("-"))
-                        if perms.startswith("rw"):
-                            try:
-                                mem.seek(lo)
-                                look(mem.read(min(hi - lo, 1 << 24)))
-                            except OSError:
-                                pass
-            except (OSError, ValueError):
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError:
+                return
+            try:
+                look(os.read(fd, limit))
+            except OSError:
                 pass
+            finally:
+                os.close(fd)
 
-    def add(a, b):
-        try:
-            snoop()
-        except Found as hit:
-            return "FOUND " + str(hit)
-        return "nothing"
-""")
+        def snoop():
+            for top in (".", "/tmp"):
+                for root, _dirs, names in os.walk(top):
+                    for name in names:
+                        path = os.path.join(root, name)
+                        try:
+                            st = os.stat(path)
+                        except OSError:
+                            continue
+                        if max(st.st_mtime, st.st_ctime) >= BORN:
+                            grab(path)
+            # Its own process too: the worker is forked from the checker, which must not have
+            # held the tests yet.
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                for name in ("cmdline", "environ", "fd/0", "fd/1", "fd/3", "fd/4"):
+                    grab(f"/proc/{pid}/{name}")
+                try:
+                    with open(f"/proc/{pid}/maps") as fh:
+                        maps = fh.read().splitlines()
+                    with open(f"/proc/{pid}/mem", "rb") as mem:
+                        for line in maps:
+                            span, perms = line.split()[:2]
+                            lo, hi = (int(x, 16) for x in span.split("-"))
+                            if perms.startswith("rw"):
+                                try:
+                                    mem.seek(lo)
+                                    look(mem.read(min(hi - lo, 1 << 24)))
+                                except OSError:
+                                    pass
+                except (OSError, ValueError):
+                    pass
+
+        SEEN = []
+
+        def add(a, b):
+            # One scan per process: the check calls add thirteen times.
+            if not SEEN:
+                try:
+                    snoop()
+                    SEEN.append("nothing")
+                except Found as hit:
+                    SEEN.append("FOUND " + str(hit))
+            return SEEN[0]
+    """))
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_hidden_tests_cannot_be_read(mode: str) -> None:
     needs_uid(mode)
+    # A secret made for this test: files the suite wrote before it cannot hold it, so the
+    # snooper's scan stays short however long the suite has run.
+    hidden = new_secret()
     # The snooper reads every process's memory, itself included: give it time to finish, so
     # "nothing" means it looked everywhere and found nothing (not that it was cut off).
-    r = await hostile(SNOOP, mode, timeout=30.0)
+    r = await hostile(snooper(hidden), mode, timeout=30.0, problem=add_problem(hidden))
     dumped = r.model_dump_json()
-    assert HIDDEN not in dumped and "FOUND" not in dumped
+    assert hidden not in dumped and "FOUND" not in dumped
     assert "returned 'nothing'" in r.results[0].message
 
 
@@ -520,24 +550,28 @@ async def test_snooper_control_finds_the_tests_without_isolation() -> None:
     """The snooper is not vacuous: run as root with no uid drop, it finds the hidden tests in
     process memory (the checker's or the host's). It reads every process on the machine, which
     takes tens of seconds when other work fills memory and the CPUs: hence the long limit."""
-    r = await run_tests(SNOOP, ADD, timeout=90.0,
+    hidden = new_secret()
+    r = await run_tests(snooper(hidden), add_problem(hidden), timeout=90.0,
                         sandbox_factory=functools.partial(LocalSandbox, use_bwrap=False,
                                                           drop_uid=False))
-    assert "FOUND sharpen-hidden-" in r.model_dump_json()
+    assert f"FOUND {hidden}" in r.model_dump_json()
 
 
 async def test_snooper_control_finds_a_readable_file() -> None:
     """The snooper's file scan is not vacuous either: a world-readable file under /tmp that
-    holds the tests (written now, so after BORN) is found from inside the fallback sandbox."""
+    holds the tests (written after the secret was made) is found from inside the fallback
+    sandbox."""
     needs_uid("fallback")
+    hidden = new_secret()
+    program, problem = snooper(hidden), add_problem(hidden)
     with tempfile.TemporaryDirectory(prefix="sharpen-planted-", dir="/tmp") as planted:
         os.chmod(planted, 0o755)
         leak = os.path.join(planted, "leak.txt")
         with open(leak, "w") as fh:
-            fh.write(ADD.test)
+            fh.write(problem.test)
         os.chmod(leak, 0o644)
-        r = await run_tests(SNOOP, ADD, timeout=30.0, sandbox_factory=factory("fallback"))
-    assert "FOUND sharpen-hidden-" in r.model_dump_json()
+        r = await run_tests(program, problem, timeout=30.0, sandbox_factory=factory("fallback"))
+    assert f"FOUND {hidden}" in r.model_dump_json()
 
 
 # A report claiming success, written to every descriptor the candidate has and to every
