@@ -17,7 +17,7 @@ from sharpen.core.outcome import Outcome
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Step, Trajectory
-from sharpen.diagnose.base import DETECTOR, BaseDetector
+from sharpen.diagnose.base import DETECTOR, BaseDetector, detector_info
 from sharpen.diagnose.run import BUILTIN, build_detectors, diagnose_run, finding_id
 from sharpen.store import Store
 
@@ -267,6 +267,36 @@ class CountSteps(BaseDetector):
 
     def detect(self, trajectory: Trajectory) -> list:
         return [self.finding(trajectory, None, "counted", len(trajectory.steps))]
+
+
+class SeesMessages(BaseDetector):
+    """Reports how many messages the steps it was given carry."""
+
+    def detect(self, trajectory: Trajectory) -> list:
+        return [self.finding(trajectory, None, "seen", sum(len(s.messages) for s in trajectory.steps))]
+
+
+def test_messages_are_loaded_only_for_a_detector_that_needs_them(tmp_path: Path) -> None:
+    """The built-ins say ``needs_messages = False``, so a diagnosis by them alone reads steps
+    without their messages; a detector of one's own (default ``True``) gets them."""
+    import asyncio
+
+    env = PluginRef(name="code", args={"source": "generated"})
+    tasks = REGISTRY.create("env", env).list_tasks("test", limit=2)
+    ts = asyncio.run(run_agent(tmp_path / "ref.db", env, "reference", tasks))
+    store = Store(f"sqlite:///{tmp_path / 'ref.db'}")
+    held = sum(len(s.messages) for t in store.iter_trajectories(ts[0].run_id) for s in t.steps)
+    light = [s for t in store.iter_trajectories(ts[0].run_id, with_messages=False) for s in t.steps]
+    assert held > 0 and light and all(s.messages == [] and s.action is not None for s in light)
+    reg = Registry(entry_points=False)
+    reg.register(DETECTOR, "sees")(SeesMessages)
+    [(_, det)] = build_detectors(["sees"], reg)
+    assert detector_info(det).needs_messages
+    diagnose_run(store, ts[0].run_id, ["sees"], reg)
+    seen = [fb.value for t in store.iter_trajectories(ts[0].run_id) for fb in t.feedback
+            if fb.name == "sees"]
+    assert sum(seen) == held
+    assert not any(detector_info(d).needs_messages for _, d in build_detectors())
 
 
 def test_a_detector_of_ones_own_by_registry() -> None:

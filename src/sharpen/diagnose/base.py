@@ -12,7 +12,11 @@ Optional members, with the defaults :class:`BaseDetector` gives (read through
 :func:`detector_info`):
 
 - ``title: str`` — a display name (default: the registered name);
-- ``description: str`` — one line saying what it looks for (default ``""``).
+- ``description: str`` — one line saying what it looks for (default ``""``);
+- ``needs_messages: bool`` — whether :meth:`Detector.detect` reads ``Step.messages`` (default
+  ``True``); a detector that reads only actions, observations, info and usage says ``False``,
+  and a diagnosis whose detectors all say so never loads the messages, the heaviest part of a
+  stored step.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ class BaseDetector(ABC):
     """Display name; empty means the registered name."""
     description: str = ""
     """One line: what the detector looks for."""
+    needs_messages: bool = True
+    """Whether :meth:`detect` reads ``Step.messages`` (see the module doc)."""
 
     @abstractmethod
     def detect(self, trajectory: Trajectory) -> list[Feedback]:
@@ -72,6 +78,7 @@ class DetectorInfo(BaseModel):
 
     title: str = ""
     description: str = ""
+    needs_messages: bool = True
 
 
 def detector_info(detector: Detector) -> DetectorInfo:

@@ -41,6 +41,7 @@ class LoopDetector(BaseDetector):
     number of repeats."""
 
     name = "loop"
+    needs_messages = False
     description = "the same action and observation, or a short cycle of them, repeated"
 
     def __init__(self, min_repeats: int = 3, max_period: int = 3) -> None:
@@ -84,6 +85,7 @@ class StallDetector(BaseDetector):
     ``loop``.) One finding per stall, on its first step; ``value`` is its length."""
 
     name = "stall"
+    needs_messages = False
     description = "several different actions in a row that change nothing the agent sees"
 
     def __init__(self, k: int = 4) -> None:
@@ -114,6 +116,7 @@ class InvalidBurstDetector(BaseDetector):
     burst, on its first step; ``value`` is its length."""
 
     name = "invalid_burst"
+    needs_messages = False
     description = "several invalid actions in a row"
 
     def __init__(self, k: int = 3) -> None:
@@ -142,6 +145,7 @@ class IgnoredErrorDetector(BaseDetector):
     with an argument-less call such as ``done``. The finding is on that next step."""
 
     name = "ignored_error"
+    needs_messages = False
     description = "a tool error answered by the same action, or by finishing at once"
 
     def __init__(self, finish: bool = True) -> None:
@@ -182,6 +186,7 @@ class LimitHitDetector(BaseDetector):
     agent's are left alone (no step there is not the agent's doing)."""
 
     name = "limit_hit"
+    needs_messages = False
     description = "cut short by a limit, or stopped without the environment ending the episode"
 
     def detect(self, trajectory: Trajectory) -> list[Feedback]:
@@ -214,6 +219,7 @@ class ContextOverflowDetector(BaseDetector):
     (the agents' "Your reply was cut off" feedback). ``value``: the prompt's tokens."""
 
     name = "context_overflow"
+    needs_messages = False
     description = "an empty reply at the context limit, or a reply cut off at max_tokens"
 
     def __init__(self, cut_off: bool = True) -> None:
@@ -222,10 +228,10 @@ class ContextOverflowDetector(BaseDetector):
     def detect(self, trajectory: Trajectory) -> list[Feedback]:
         found: list[Feedback] = []
         for step in trajectory.steps:
-            reply = next((m for m in step.messages if m.role == "assistant"), None)
             usage = step.usage
-            if (reply is not None and not (reply.content or "").strip() and not reply.tool_calls
-                    and usage.calls > 0 and usage.input_tokens > 0 and usage.output_tokens == 0):
+            # No output token from a call that read a prompt: nothing was generated, so the
+            # reply was empty (read off the usage: a diagnosis need not load the messages).
+            if usage.calls > 0 and usage.input_tokens > 0 and usage.output_tokens == 0:
                 found.append(self.finding(
                     trajectory, step.index,
                     f"empty reply with no output tokens after a {usage.input_tokens}-token "

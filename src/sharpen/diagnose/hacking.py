@@ -105,6 +105,7 @@ class RewardHackingDetector(BaseDetector):
     that shows any; ``value`` is how many signatures it shows."""
 
     name = "reward_hacking"
+    needs_messages = False
     description = "early exits, always-equal objects, frame inspection, test tampering, hidden paths"
 
     def detect(self, trajectory: Trajectory) -> list[Feedback]:

@@ -20,7 +20,7 @@ from sharpen.core.feedback import Feedback
 from sharpen.core.hashing import content_hash
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.core.trajectory import Trajectory
-from sharpen.diagnose.base import DETECTOR, Detector
+from sharpen.diagnose.base import DETECTOR, Detector, detector_info
 from sharpen.stats.intervals import Interval, wilson
 from sharpen.store import Store
 
@@ -30,6 +30,11 @@ BUILTIN = ("loop", "stall", "invalid_burst", "ignored_error", "limit_hit", "cont
 
 EXAMPLES = 3
 """Trajectory ids kept per detector as examples."""
+
+WRITE_BATCH = 1000
+"""Findings stored per write transaction: one transaction per finding made a first diagnosis
+of a large run spend most of its time committing; a killed diagnosis keeps every batch
+written, and diagnosing again stores the rest."""
 
 
 class Share(BaseModel):
@@ -82,20 +87,24 @@ class Diagnosis(BaseModel):
     detectors: list[DetectorSummary]
 
 
-def finding_id(detector: PluginRef, fb: Feedback, ordinal: int = 0) -> str:
-    """The deterministic id of a finding: the same detector, trajectory and target (and
-    ``ordinal``, the finding's place among the detector's findings on that target) always
-    give the same id."""
+def finding_id(detector: PluginRef | str, fb: Feedback, ordinal: int = 0) -> str:
+    """The deterministic id of a finding: the same detector (its ref, or the ref's hash),
+    trajectory and target (and ``ordinal``, the finding's place among the detector's
+    findings on that target) always give the same id."""
     t = fb.target
-    return content_hash({"detector": detector.hash(), "trajectory": t.trajectory_id,
+    key = detector if isinstance(detector, str) else detector.hash()
+    return content_hash({"detector": key, "trajectory": t.trajectory_id,
                          "kind": t.kind, "step": t.step_index, "span": t.span,
                          "ordinal": ordinal}, length=32)
 
 
 def stamped(detector: PluginRef, trajectory: Trajectory,
-            found: Sequence[Feedback]) -> list[Feedback]:
+            found: Sequence[Feedback], ref_hash: str | None = None) -> list[Feedback]:
     """``found`` as stored: named after the detector's ref, aimed at ``trajectory``, each
-    with its deterministic id."""
+    with its deterministic id (``ref_hash``: the ref's hash, when the caller has it)."""
+    if not found:
+        return []
+    ref_key = ref_hash or detector.hash()
     out: list[Feedback] = []
     seen: dict[tuple[object, ...], int] = {}
     for fb in found:
@@ -105,15 +114,16 @@ def stamped(detector: PluginRef, trajectory: Trajectory,
                                        "target": target, "author": f"detector:{detector.name}"})
         key = (target.kind, target.step_index, target.span)
         seen[key] = ordinal = seen.get(key, -1) + 1
-        out.append(record.model_copy(update={"id": finding_id(detector, record, ordinal)}))
+        out.append(record.model_copy(update={"id": finding_id(ref_key, record, ordinal)}))
     return out
 
 
-def detect_all(detectors: Sequence[tuple[PluginRef, Detector]],
+def detect_all(detectors: Sequence[tuple[str, PluginRef, Detector]],
                trajectory: Trajectory) -> dict[str, list[Feedback]]:
-    """Each detector's stamped findings on ``trajectory``, keyed by the detector's ref hash."""
-    return {ref.hash(): stamped(ref, trajectory, det.detect(trajectory))
-            for ref, det in detectors}
+    """Each detector's stamped findings on ``trajectory``, keyed by the detector's ref hash
+    (``detectors``: ``(ref hash, ref, detector)``, hashed once by the caller)."""
+    return {key: stamped(ref, trajectory, det.detect(trajectory), key)
+            for key, ref, det in detectors}
 
 
 def build_detectors(refs: Sequence[PluginRef | dict | str] | None = None,
@@ -135,22 +145,26 @@ def diagnose_run(store: Store, run_id: str,
     records = {ref.hash(): 0 for ref, _ in built}
     counts = {"all": 0, "failed": 0, "solved": 0}
     stored = 0
-    for trajectory in store.iter_trajectories(run_id):
+    pending: list[Feedback] = []
+    keyed = [(ref.hash(), ref, det) for ref, det in built]
+    messages = any(detector_info(det).needs_messages for _, det in built)
+    for trajectory in store.iter_trajectories(run_id, with_messages=messages):
         group = _group(trajectory)
         counts["all"] += 1
         if group:
             counts[group] += 1
         held = {fb.id for fb in trajectory.feedback}
-        for key, found in detect_all(built, trajectory).items():
+        for key, found in detect_all(keyed, trajectory).items():
             records[key] += len(found)
             if found:
                 hits[key]["all"].append(trajectory.id)
                 if group:
                     hits[key][group].append(trajectory.id)
-            for fb in found:
-                if fb.id not in held:
-                    store.add_feedback(fb)
-                    stored += 1
+            pending.extend(fb for fb in found if fb.id not in held)
+        if len(pending) >= WRITE_BATCH:
+            stored += store.add_feedbacks(pending)
+            pending.clear()
+    stored += store.add_feedbacks(pending)
     summaries = [
         DetectorSummary(
             detector=ref, findings=records[ref.hash()],

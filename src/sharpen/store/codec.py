@@ -282,10 +282,10 @@ def step_row(trajectory_id: str, s: Step) -> dict[str, Any]:
 
 
 def step_from_row(row: Row) -> Step:
-    """The Step of a ``steps`` row."""
+    """The Step of a ``steps`` row (no messages when the row was read without them)."""
     return Step(
         index=row["index"],
-        messages=_MESSAGES.validate_json(row["messages"]),
+        messages=_MESSAGES.validate_json(row["messages"]) if "messages" in row else [],
         action=None if row["action"] is None else Action.model_validate_json(row["action"]),
         invalid_action=row["invalid_action"],
         observation=row["observation"],

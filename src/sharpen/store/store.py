@@ -369,7 +369,9 @@ class Store:
         With the defaults each trajectory equals (``model_dump``) what
         :meth:`save_trajectory` received, plus any later feedback. ``with_steps=False``
         leaves ``steps`` empty and, unless ``with_messages=True``, ``messages`` empty too: a
-        light listing that never reads the message columns. Rows are read in batches of
+        light listing that never reads the message columns. ``with_messages=False`` with
+        steps gives steps without their messages (what a detector reads, at a fraction of
+        the cost). Rows are read in batches of
         ``batch_size``, each in its own short read transaction, so memory stays flat and
         writers are never held up. An unknown run yields nothing.
         """
@@ -390,7 +392,8 @@ class Store:
             with read_begin(self._engine) as conn:
                 rows = list(conn.execute(query).mappings())
                 ids = [r["id"] for r in rows]
-                step_map = steps_by_trajectory(conn, ids) if with_steps and ids else {}
+                step_map = (steps_by_trajectory(conn, ids, messages=with_messages)
+                            if with_steps and ids else {})
                 fb_map = feedback_by_trajectory(conn, ids) if ids else {}
             for r in rows:
                 yield codec.trajectory_from_row(
@@ -410,6 +413,15 @@ class Store:
         stored changes nothing (edits are new records with ``supersedes``)."""
         with write_begin(self._engine) as conn:
             _append_feedback(conn, fb)
+
+    def add_feedbacks(self, records: Sequence[Feedback]) -> int:
+        """Append ``records`` in one transaction (as :meth:`add_feedback` each, in order);
+        the number that were new."""
+        added = 0
+        with write_begin(self._engine) as conn:
+            for fb in records:
+                added += _append_feedback(conn, fb)
+        return added
 
     # -- judgements -----------------------------------------------------------------------
 
@@ -463,11 +475,11 @@ class Store:
             return feedback_by_trajectory(conn, [trajectory_id]).get(trajectory_id, [])
 
 
-def _append_feedback(conn: Connection, fb: Feedback) -> None:
+def _append_feedback(conn: Connection, fb: Feedback) -> bool:
     """Append ``fb`` after its trajectory's (or run's) last record; an id already stored
-    changes nothing (records are immutable)."""
+    changes nothing (records are immutable) and gives ``False``."""
     if conn.execute(select(feedback.c.id).where(feedback.c.id == fb.id)).first():
-        return
+        return False
     tg = fb.target
     same = (
         feedback.c.trajectory_id == tg.trajectory_id
@@ -477,3 +489,4 @@ def _append_feedback(conn: Connection, fb: Feedback) -> None:
     last = conn.execute(select(func.max(feedback.c.seq)).where(same)).scalar()
     seq = 0 if last is None else last + 1
     conn.execute(insert(feedback), [codec.feedback_row(fb, seq)])
+    return True
