@@ -69,6 +69,12 @@ def _print_schema(console: Console, s: EnvSchema) -> None:
         console.print(Text("tasks: " + ", ".join(f"{k} {v}" for k, v in s.task_counts.items())))
     console.print(Text("presets (difficulty=): " + (", ".join(s.difficulties) or "—")))
     console.print(Text("tools: " + (", ".join(s.tools) or "—")))
+    if s.stages:
+        kinds: dict[str, list[str]] = {}
+        for kind, stage in s.stages.items():
+            kinds.setdefault(stage, []).append(kind)
+        console.print(Text("stages: " + " → ".join(f"{stage} ({', '.join(k)})"
+                                                   for stage, k in kinds.items())))
     args = Table(title="arguments (-E name=value)", title_justify="left", box=None,
                  header_style="bold", pad_edge=False)
     for col in ("name", "type", "default", "help"):

@@ -9,7 +9,7 @@ and :data:`VERIFIER` are the kinds the registry builds them under.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -56,6 +56,8 @@ class EnvInfo(BaseModel):
     """Tasks available per split (procedural sources report how many are pre-listed)."""
     tools: list[str] = Field(default_factory=list)
     """Tool names offered to the agent."""
+    stages: dict[str, str] = Field(default_factory=dict)
+    """Stages by action kind (:attr:`BaseEnvironment.stages`); empty when none are declared."""
 
 
 class StepResult(BaseModel):
@@ -86,6 +88,9 @@ class Environment(Protocol):
 
     tools: list[ToolSpec]
     """Tools the agent may call."""
+
+    stages: ClassVar[dict[str, str]]
+    """Stages of an episode by action kind (see :attr:`BaseEnvironment.stages`)."""
 
     async def reset(self, task: TaskSpec) -> tuple[str, dict[str, Any]]:
         """Start an episode: the first observation (the task prompt) and info."""
@@ -125,6 +130,10 @@ class Environment(Protocol):
         ``None``; consulted when :meth:`reference_actions` gives ``None``."""
         ...
 
+    def stage(self, action: Action) -> str | None:
+        """The stage ``action`` belongs to (one of :attr:`stages`' values), or ``None``."""
+        ...
+
     @classmethod
     def isolation(cls) -> str | None:
         """What untrusted code gets in this environment's sandbox (a label recorded in the run
@@ -139,6 +148,14 @@ class BaseEnvironment(ABC):
 
     tools: list[ToolSpec]
     """Tools the agent may call (set it in ``__init__``)."""
+
+    stages: ClassVar[dict[str, str]] = {}
+    """Stages of an episode by action kind, TRAJEVAL-style (toolshop: look up / act /
+    reply): a tool name -> the stage its actions belong to. The stages come in the order
+    their names first appear among the values. An environment whose tool's arguments decide
+    the stage (shell's one ``run`` tool, textworld's ``act``) keys the mapping by what
+    :meth:`stage` reads — a command's verb — and overrides :meth:`stage`. Default: empty, no
+    stages declared; :mod:`sharpen.diagnose.stages` then reports none."""
 
     @abstractmethod
     async def reset(self, task: TaskSpec) -> tuple[str, dict[str, Any]]:
@@ -168,7 +185,7 @@ class BaseEnvironment(ABC):
         doc = (type(self).__doc__ or "").strip().split("\n\n")[0]
         name = str(getattr(type(self), "registry_name", type(self).__name__))
         return EnvInfo(name=name, description=" ".join(doc.split()),
-                       tools=[t.name for t in self.tools])
+                       tools=[t.name for t in self.tools], stages=dict(self.stages))
 
     def reference_actions(self, task: TaskSpec) -> list[Action] | None:
         """Default: no reference actions."""
@@ -177,6 +194,10 @@ class BaseEnvironment(ABC):
     def reference_solution(self, task: TaskSpec) -> str | None:
         """Default: no reference solution."""
         return None
+
+    def stage(self, action: Action) -> str | None:
+        """Default: ``stages[action.tool]``, or ``None`` for a tool no stage names."""
+        return self.stages.get(action.tool)
 
     @classmethod
     def isolation(cls) -> str | None:

@@ -164,6 +164,7 @@ class GeneratedEnv(BaseEnvironment):
             name=self.ENV_NAME, description=self.DESCRIPTION, knobs=self.generator.knobs(),
             difficulties=list(self.generator.presets()),
             task_counts={s: DEFAULT_LIMIT for s in SPLITS}, tools=[t.name for t in self.tools],
+            stages=dict(self.stages), perturbations=dict(self.perturbations),
         )
 
     def list_tasks(

@@ -38,6 +38,8 @@ class EnvSchema(BaseModel):
     """Tasks per split (procedural sources: how many are listed by default)."""
     tools: list[str] = Field(default_factory=list)
     """Tool names offered to the agent."""
+    stages: dict[str, str] = Field(default_factory=dict)
+    """Stages by action kind (:attr:`~sharpen.envs.base.BaseEnvironment.stages`)."""
 
 
 def env_schema(registry: Registry, name: str, args: dict[str, Any] | None = None) -> EnvSchema:
@@ -48,4 +50,5 @@ def env_schema(registry: Registry, name: str, args: dict[str, Any] | None = None
     return EnvSchema(name=name, description=info.description,
                      arguments=constructor_arguments(factory), knobs=info.knobs,
                      knobs_argument=knob_parameter(factory), difficulties=info.difficulties,
-                     task_counts=info.task_counts, tools=info.tools)
+                     task_counts=info.task_counts, tools=info.tools,
+                     stages=info.stages)

@@ -11,7 +11,7 @@ cost nothing. The episode terminates when all tests pass or no submissions are l
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackTarget
@@ -52,6 +52,10 @@ class CodeEnv(BaseEnvironment):
     - ``test_timeout``: seconds allowed for one run of the hidden tests;
     - ``feedback``: ``"full"`` (test report) or ``"binary"`` (only passed/failed).
     """
+
+    stages: ClassVar[dict[str, str]] = {"submit": "write"}
+    """One stage: every ``submit`` writes the function (the prompt is all there is to read,
+    and the hidden tests run on every submission, so there is no tool to read or test with)."""
 
     def __init__(
         self,
@@ -186,6 +190,7 @@ class CodeEnv(BaseEnvironment):
         return EnvInfo(
             name="code", description=DESCRIPTION, knobs=self.generator.knobs(),
             difficulties=list(gen.PRESETS), task_counts=counts, tools=[t.name for t in self.tools],
+            stages=dict(self.stages), perturbations=dict(self.perturbations),
         )
 
     def list_tasks(

@@ -12,7 +12,7 @@ a game against a model opponent offline.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackTarget
@@ -77,6 +77,9 @@ class NegotiationEnv(generation.GeneratedEnv):
 
     ENV_NAME = "negotiation"
     DESCRIPTION = DESCRIPTION
+    stages: ClassVar[dict[str, str]] = {"offer": "bargain", "accept": "close",
+                                        "walk_away": "close"}
+    """bargain (offers), close (accepting the other side's offer, or walking away)."""
 
     def __init__(
         self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from typing import Any, ClassVar
 
 from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.messages import ToolSpec
@@ -34,6 +34,7 @@ from sharpen.envs.args import positive_int, positive_seconds
 from sharpen.envs.base import BaseVerifier, StepResult
 from sharpen.envs.shell import tasks as gen
 from sharpen.envs.shell.check import CheckResult, run_checks
+from sharpen.envs.shell.stages import STAGES, command_stage
 from sharpen.envs.shell.tasks import ShellProblem, materialize
 from sharpen.sandbox.local import LocalSandbox
 
@@ -124,6 +125,8 @@ class ShellEnv(generation.GeneratedEnv):
 
     ENV_NAME = "shell"
     DESCRIPTION = DESCRIPTION
+    stages: ClassVar[dict[str, str]] = STAGES
+    """inspect / change / verify, by a command's verbs (:mod:`.stages`); ``done`` verifies."""
 
     def __init__(self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
                  max_commands: int = 10, command_timeout: float = 5.0) -> None:
@@ -230,6 +233,15 @@ class ShellEnv(generation.GeneratedEnv):
         components.update(checks_passed=float(v.passed), checks_total=float(v.total))
         return Outcome(success=v.success, reward=1.0 if v.success else 0.0,
                        components=components, evidence=v.text())
+
+    def stage(self, action: Action) -> str | None:
+        """``done``: verify; ``run``: its command's stage (:func:`.stages.command_stage`)."""
+        if action.tool == DONE.name:
+            return "verify"
+        command = action.arguments.get("command")
+        if action.tool != RUN.name or not isinstance(command, str):
+            return None
+        return command_stage(command)
 
     def reference_actions(self, task: TaskSpec) -> list[Action]:
         """The reference bash commands, then ``done`` (the ``reference`` agent's plan)."""

@@ -13,7 +13,7 @@ Reward: 1.0 for a matching result, else 0.0.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackTarget
@@ -58,6 +58,9 @@ class SqlEnv(generation.GeneratedEnv):
 
     ENV_NAME = "sql"
     DESCRIPTION = DESCRIPTION
+    stages: ClassVar[dict[str, str]] = {"submit_sql": "answer"}
+    """One stage: every ``submit_sql`` is an answer (the schema is shown in the prompt, so
+    there is no tool to explore with, and a query is answered only by being checked)."""
 
     def __init__(self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
                  max_submissions: int = 3, time_limit: float = 2.0) -> None:

@@ -11,7 +11,7 @@ them only when ``show_admissible`` is set — the game never requires them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from sharpen.core.errors import UserError
 from sharpen.core.messages import ToolSpec
@@ -25,7 +25,7 @@ from sharpen.envs.base import StepResult
 from sharpen.envs.textworld import generate as gen
 from sharpen.envs.textworld import rules
 from sharpen.envs.textworld.episode import ARGUMENT, TOOL, Episode, default_max_steps
-from sharpen.envs.textworld.parse import COMMAND_HELP
+from sharpen.envs.textworld.parse import COMMAND_HELP, Command, parse
 from sharpen.envs.textworld.solver import solve
 from sharpen.envs.textworld.world import World
 
@@ -84,6 +84,11 @@ class TextWorldEnv(generation.GeneratedEnv):
 
     ENV_NAME = "textworld"
     DESCRIPTION = DESCRIPTION
+    stages: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("look", "inventory", "go", "examine", "open", "close"), "explore"),
+        **dict.fromkeys(("take", "put", "heat", "clean"), "manipulate")}
+    """By the command's verb (:mod:`.parse`): explore (moving, looking, opening and closing
+    containers to see inside), manipulate (taking, placing, heating, cleaning objects)."""
 
     def __init__(
         self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
@@ -155,6 +160,15 @@ class TextWorldEnv(generation.GeneratedEnv):
         if self._episode is None:
             return Outcome(success=False, evidence="no episode")
         return self._episode.outcome()
+
+    def stage(self, action: Action) -> str | None:
+        """The stage of the ``act`` command's verb; ``None`` for a command that does not
+        parse (or another tool)."""
+        command = action.arguments.get(ARGUMENT)
+        if action.tool != TOOL or not isinstance(command, str):
+            return None
+        parsed = parse(command)
+        return self.stages.get(parsed.verb) if isinstance(parsed, Command) else None
 
     def reference_actions(self, task: TaskSpec) -> list[Action] | None:
         """The BFS walkthrough as ``act`` actions (the hook the ``reference`` agent plays),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sharpen.core.errors import UserError
 from sharpen.core.outcome import Outcome
@@ -34,7 +34,7 @@ from sharpen.envs.toolshop import generator as gen
 from sharpen.envs.toolshop import simulation
 from sharpen.envs.toolshop import user as sim
 from sharpen.envs.toolshop.episode import Episode, StepReport
-from sharpen.envs.toolshop.tools import TOOLS
+from sharpen.envs.toolshop.tools import READ_TOOLS, TOOLS, WRITE_TOOLS
 from sharpen.models.base import MODEL, ChatModel
 
 DESCRIPTION = (
@@ -109,6 +109,11 @@ class ToolshopEnv(generation.GeneratedEnv):
 
     ENV_NAME = gen.ENV_NAME
     DESCRIPTION = DESCRIPTION
+    stages: ClassVar[dict[str, str]] = {
+        **{t.name: "look up" for t in READ_TOOLS}, **{t.name: "act" for t in WRITE_TOOLS},
+        **{t.name: "reply" for t in TOOLS if t not in READ_TOOLS and t not in WRITE_TOOLS}}
+    """look up (the read tools), act (the tools that change the database), reply
+    (``respond``, ``transfer_to_human``, ``finish``)."""
 
     def __init__(self, difficulty: str = "easy", knobs: dict[str, Any] | None = None,
                  max_actions: int = 30, user: dict[str, Any] | None = None,
