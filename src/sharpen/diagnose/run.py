@@ -136,9 +136,10 @@ def build_detectors(refs: Sequence[PluginRef | dict | str] | None = None,
 
 def diagnose_run(store: Store, run_id: str,
                  detectors: Sequence[PluginRef | dict | str] | None = None,
-                 registry: Registry = REGISTRY) -> Diagnosis:
+                 registry: Registry = REGISTRY, *, save: bool = True) -> Diagnosis:
     """Run ``detectors`` (every built-in by default) over the stored trajectories of
-    ``run_id``, store each finding (idempotently) and summarise them."""
+    ``run_id``, store each finding (idempotently; not with ``save=False``, which writes
+    nothing — the viewer's page) and summarise them."""
     built = build_detectors(detectors, registry)
     hits: dict[str, dict[str, list[str]]] = {ref.hash(): {"all": [], "failed": [], "solved": []}
                                              for ref, _ in built}
@@ -161,10 +162,12 @@ def diagnose_run(store: Store, run_id: str,
                 if group:
                     hits[key][group].append(trajectory.id)
             pending.extend(fb for fb in found if fb.id not in held)
-        if len(pending) >= WRITE_BATCH:
+        if not save:
+            pending.clear()
+        elif len(pending) >= WRITE_BATCH:
             stored += store.add_feedbacks(pending)
             pending.clear()
-    stored += store.add_feedbacks(pending)
+    stored += store.add_feedbacks(pending) if pending else 0
     summaries = [
         DetectorSummary(
             detector=ref, findings=records[ref.hash()],

@@ -122,12 +122,13 @@ def create_app(
     app.middleware("http")(security_middleware(token, allowed_hosts))
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
-    from sharpen.viewer import annotate, improve, judged, pages
+    from sharpen.viewer import annotate, diagnosed, improve, judged, pages
 
     app.include_router(pages.router)
     app.include_router(annotate.router)
     app.include_router(improve.router)
     app.include_router(judged.router)
+    app.include_router(diagnosed.router)
 
     @app.exception_handler(UserError)
     async def _user_error(request: Request, exc: UserError) -> Response:

@@ -27,7 +27,8 @@ def _y(rate: float) -> float:
     return H - PAD - rate * (H - PAD - 14)
 
 
-def bars(title: str, items: Sequence[tuple[str, float, float, float]]) -> str:
+def bars(title: str, items: Sequence[tuple[str, float, float, float]],
+         y_label: str = "success") -> str:
     """Bar chart of rates in [0, 1] with interval whiskers: ``(label, rate, low, high)``."""
     body: list[str] = []
     n = max(1, len(items))
@@ -48,7 +49,7 @@ def bars(title: str, items: Sequence[tuple[str, float, float, float]]) -> str:
     for tick in (0.0, 0.5, 1.0):
         body.append(f'<text x="{PAD - 4}" y="{_y(tick) + 4:.1f}" text-anchor="end" '
                     f'font-size="10">{tick:.0%}</text>')
-    return _frame(title, body, "", "success")
+    return _frame(title, body, "", y_label)
 
 
 def scatter(title: str, points: Sequence[tuple[str, float, float]], x_label: str,
