@@ -58,6 +58,10 @@ class EnvInfo(BaseModel):
     """Tool names offered to the agent."""
     stages: dict[str, str] = Field(default_factory=dict)
     """Stages by action kind (:attr:`BaseEnvironment.stages`); empty when none are declared."""
+    not_replayable: str | None = None
+    """Why an episode is not a function of its task and actions (a model plays a part: a
+    simulated user, a model opponent), or ``None``: ``reset(task)`` and the same actions give
+    the same observations, rewards and info (:mod:`sharpen.diagnose.replay`)."""
 
 
 class StepResult(BaseModel):

@@ -22,7 +22,7 @@ from sharpen.core.registry import REGISTRY, PluginRef, register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
 from sharpen.envs import generation
-from sharpen.envs.base import StepResult
+from sharpen.envs.base import EnvInfo, StepResult
 from sharpen.envs.negotiation import deal as d
 from sharpen.envs.negotiation.critic import ModelCritic, ScriptedCritic
 from sharpen.envs.negotiation.episode import Episode, money
@@ -204,6 +204,18 @@ class NegotiationEnv(generation.GeneratedEnv):
         if self._episode is None:
             return Outcome(success=False, evidence="no episode")
         return self._episode.outcome()
+
+    def describe(self) -> EnvInfo:
+        """What :class:`~sharpen.envs.generation.GeneratedEnv` shows; against a model opponent
+        or with a model critic an episode is not replayable (a model answers)."""
+        why = [part for part, on in (("a model plays the opponent", self.opponent_ref is not None),
+                                     ("a model critic comments", self.critic_ref is not None))
+               if on]
+        info = super().describe()
+        if why:
+            info.not_replayable = (" and ".join(why)
+                                   + ": its replies are not a function of the task and the actions")
+        return info
 
     def reference_actions(self, task: TaskSpec) -> list[Action] | None:
         """A fixed offer sequence that succeeds against the scripted opponent (the hook the

@@ -28,7 +28,7 @@ from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action
 from sharpen.envs import generation
 from sharpen.envs.args import positive_int
-from sharpen.envs.base import StepResult
+from sharpen.envs.base import EnvInfo, StepResult
 from sharpen.envs.simulated.tools import TOOL_PROMPTS, ToolSimError, ToolSimulator
 from sharpen.envs.toolshop import generator as gen
 from sharpen.envs.toolshop import simulation
@@ -221,6 +221,18 @@ class ToolshopEnv(generation.GeneratedEnv):
         if self.user_ref is not None:
             out.evidence += f"; simulated customer prompt {sim.prompt_id(self.user_prompt_version)}"
         return out
+
+    def describe(self) -> EnvInfo:
+        """What :class:`~sharpen.envs.generation.GeneratedEnv` shows; with a simulated customer
+        or simulated tools an episode is not replayable (a model answers)."""
+        why = [part for part, on in (("a model plays the customer", self.user_ref is not None),
+                                     ("a model answers the tools", self.tool_sim is not None))
+               if on]
+        info = super().describe()
+        if why:
+            info.not_replayable = (" and ".join(why)
+                                   + ": its replies are not a function of the task and the actions")
+        return info
 
     def reference_actions(self, task: TaskSpec) -> list[Action]:
         """The reference walkthrough of ``task`` (look-ups, writes, ``finish``): the hook the
