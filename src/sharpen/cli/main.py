@@ -46,6 +46,10 @@ COMMANDS: tuple[LazyCommand, ...] = (
                 "Find failure modes in a stored run: loops, stalls, invalid-action bursts, ignored "
                 "errors, limit hits, context overflow and reward-hacking signatures, stored as "
                 "feedback on their steps, with counts and intervals."),
+    LazyCommand("induce", "sharpen.cli.induce_cmd", "induce",
+                "Induce evaluation metrics from people's free-text comments on a run's "
+                "trajectories (AutoLibra), judge them, and report coverage and redundancy; write "
+                "them as a rubric."),
     LazyCommand("validate-judge", "sharpen.cli.judge_cmd", "validate_judge",
                 "Measure a judge against a verifier: accuracy, Cohen's κ and AUROC with 95% "
                 "intervals on reference, null and real-agent trajectories; length bias, position "
