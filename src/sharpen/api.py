@@ -47,7 +47,7 @@ from sharpen.improvement.experiment import ExperimentConfig, ExperimentResult
 from sharpen.judges.runner import JudgeSummary
 from sharpen.models.base import MODEL
 from sharpen.runner import RetryPolicy, RunConfig, Runner, RunSummary
-from sharpen.runner.compose import select_tasks, with_agent
+from sharpen.runner.compose import select_tasks, with_agent, with_perturbations
 from sharpen.stats.bootstrap import DEFAULT_REPS
 from sharpen.stats.compare import ComparisonReport, compare_stored
 from sharpen.stats.report import RunReport, build_report
@@ -186,21 +186,23 @@ def _spec(agent: AgentLike, model: RefLike | None, registry: Registry) -> AgentS
 
 
 async def _tasks(env_ref: PluginRef, tasks: int | Sequence[TaskSpec] | None, split: str | None,
-                 seed: int, registry: Registry) -> list[TaskSpec]:
+                 seed: int, registry: Registry, perturb: Sequence[str] = ()) -> list[TaskSpec]:
     environment = registry.create(ENV, env_ref)  # an unknown env name fails here
     try:
         if tasks is None or isinstance(tasks, int):
-            return select_tasks(environment, env_ref.name, split=split, limit=tasks, seed=seed)
+            chosen = select_tasks(environment, env_ref.name, split=split, limit=tasks, seed=seed)
+        elif split is not None:
+            raise UserError("both a task list and a split were given",
+                            "give tasks as a count with split=..., or a list of TaskSpecs alone")
+        else:
+            chosen = list(tasks)
+            if not chosen or not all(isinstance(t, TaskSpec) for t in chosen):
+                raise UserError("tasks must be a count or a non-empty list of TaskSpecs",
+                                "pass tasks=N, or TaskSpecs from the environment's "
+                                "list_tasks(...)")
+        return with_perturbations(environment, chosen, perturb, seed)
     finally:
         await environment.close()
-    if split is not None:
-        raise UserError("both a task list and a split were given",
-                        "give tasks as a count with split=..., or a list of TaskSpecs alone")
-    chosen = list(tasks)
-    if not chosen or not all(isinstance(t, TaskSpec) for t in chosen):
-        raise UserError("tasks must be a count or a non-empty list of TaskSpecs",
-                        "pass tasks=N, or TaskSpecs from the environment's list_tasks(...)")
-    return chosen
 
 
 def _no_running_loop(name: str) -> None:
@@ -233,6 +235,7 @@ async def arun(
     seed: int = 0, concurrency: int = 4, store: StoreLike = None,
     env_args: Mapping[str, Any] | None = None, progress: bool = False, resume: bool = False,
     retry: RetryPolicy | None = None, registry: Registry = REGISTRY,
+    perturb: Sequence[str] = (),
 ) -> Run:
     """Run ``agent`` on ``env``'s tasks and store every episode; what ``sharpen run`` does.
 
@@ -242,7 +245,9 @@ async def arun(
     :data:`RefLike`; an agent plug-in that needs no model (``null``, ``reference``) gets none.
     ``resume=True`` continues the newest run with the same config, skipping finished work.
     ``retry``: retries of infra errors per model call (the CLI's defaults). Plug-ins come from
-    ``registry``. Interrupted, it raises (``KeyboardInterrupt`` or ``CancelledError``) with
+    ``registry``. ``perturb``: names of perturbations the environment declares; each task is
+    followed by its variant under each (``--perturb``), which fills the report's robustness
+    row. Interrupted, it raises (``KeyboardInterrupt`` or ``CancelledError``) with
     every finished episode saved; ``resume=True`` does the rest."""
     if epochs < 1:
         raise UserError(f"epochs must be at least 1, not {epochs}", "set epochs=1 or more")
@@ -250,7 +255,8 @@ async def arun(
         raise UserError(f"concurrency must be at least 1, not {concurrency}",
                         "set concurrency=1 or more")
     env_ref = _env_ref(env, env_args)
-    task_list = await _tasks(env_ref, tasks, split, seed, registry)
+    names = [perturb] if isinstance(perturb, str) else list(perturb)
+    task_list = await _tasks(env_ref, tasks, split, seed, registry, names)
     spec = _spec(agent, model, registry)
     st = open_store(store)
     config = RunConfig(env=env_ref, agent=spec, tasks=task_list, epochs=epochs,
@@ -265,6 +271,7 @@ def run(
     seed: int = 0, concurrency: int = 4, store: StoreLike = None,
     env_args: Mapping[str, Any] | None = None, progress: bool = False, resume: bool = False,
     retry: RetryPolicy | None = None, registry: Registry = REGISTRY,
+    perturb: Sequence[str] = (),
 ) -> Run:
     """:func:`arun` in its own event loop (see there); inside a running loop (a notebook),
     a UserError that says to ``await sharpen.arun(...)``. SIGTERM stops it as Ctrl-C does
@@ -276,7 +283,7 @@ def run(
     return run_sync(arun(
         env, agent=agent, model=model, tasks=tasks, split=split, epochs=epochs, seed=seed,
         concurrency=concurrency, store=store, env_args=env_args, progress=progress,
-        resume=resume, retry=retry, registry=registry))
+        resume=resume, retry=retry, registry=registry, perturb=perturb))
 
 
 def load(run: str = "latest", store: StoreLike = None) -> Run:

@@ -29,7 +29,7 @@ from sharpen.core.errors import UserError
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.envs.base import ENV
 from sharpen.runner import RetryPolicy, RunConfig, Runner
-from sharpen.runner.compose import NO_MODEL, select_tasks, with_agent
+from sharpen.runner.compose import NO_MODEL, select_tasks, with_agent, with_perturbations
 from sharpen.runner.signals import Terminated, run_sync
 
 if TYPE_CHECKING:
@@ -111,6 +111,10 @@ def run(
     ] = None,
     env_arg: EnvArgOpt = None,
     seed: Annotated[int, typer.Option(help="Base seed.")] = 0,
+    perturb: Annotated[list[str] | None, typer.Option(
+        "--perturb", help="Also run each task's variant under this perturbation the env "
+                          "declares (`sharpen envs ENV` lists them; repeatable); `sharpen "
+                          "report` then fills the robustness row.")] = None,
     retries: Annotated[int, typer.Option(min=0, help="Retries per model call on infra errors.")] = 4,
     retry_delay: Annotated[float, typer.Option(min=0.0, help="First retry delay, seconds.")] = 0.5,
     resume: Annotated[bool, typer.Option(
@@ -148,7 +152,9 @@ def run(
     spec = with_decoding(spec.model_copy(update={"model": ref}), decoding)
     env_ref = PluginRef(name=env, args=parse_kv(env_arg, "--env-arg"))
     environment = REGISTRY.create(ENV, env_ref)
-    task_list = select_tasks(environment, env, split=split, limit=tasks, seed=seed)
+    task_list = with_perturbations(
+        environment, select_tasks(environment, env, split=split, limit=tasks, seed=seed),
+        perturb or [], seed)
     config = RunConfig(env=env_ref, agent=spec, tasks=task_list, epochs=epochs,
                        concurrency=concurrency, seed=seed,
                        retry=RetryPolicy(max_retries=retries, base_delay=retry_delay))

@@ -20,6 +20,7 @@ from sharpen.core.registry import Kind
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
 from sharpen.envs.arguments import fold_knobs
+from sharpen.envs.perturbation import check_name, variant
 
 
 class Knob(BaseModel):
@@ -62,6 +63,9 @@ class EnvInfo(BaseModel):
     """Why an episode is not a function of its task and actions (a model plays a part: a
     simulated user, a model opponent), or ``None``: ``reset(task)`` and the same actions give
     the same observations, rewards and info (:mod:`sharpen.diagnose.replay`)."""
+    perturbations: dict[str, str] = Field(default_factory=dict)
+    """Perturbations the environment can apply to a task, name -> what it changes
+    (:attr:`BaseEnvironment.perturbations`); empty when none are declared."""
 
 
 class StepResult(BaseModel):
@@ -144,6 +148,12 @@ class Environment(Protocol):
         manifest), or ``None`` for the default sandbox's."""
         ...
 
+    def perturb(self, task: TaskSpec, name: str, seed: int) -> TaskSpec:
+        """The variant of ``task`` under the declared perturbation ``name`` drawn with
+        ``seed`` (:mod:`sharpen.envs.perturbation`); an undeclared name raises a
+        :class:`~sharpen.core.errors.UserError` listing the declared ones."""
+        ...
+
 
 class BaseEnvironment(ABC):
     """Base class for environments: subclass it and define :meth:`reset`, :meth:`step`,
@@ -189,7 +199,8 @@ class BaseEnvironment(ABC):
         doc = (type(self).__doc__ or "").strip().split("\n\n")[0]
         name = str(getattr(type(self), "registry_name", type(self).__name__))
         return EnvInfo(name=name, description=" ".join(doc.split()),
-                       tools=[t.name for t in self.tools], stages=dict(self.stages))
+                       tools=[t.name for t in self.tools], stages=dict(self.stages),
+                       perturbations=dict(self.perturbations))
 
     def reference_actions(self, task: TaskSpec) -> list[Action] | None:
         """Default: no reference actions."""
@@ -207,6 +218,19 @@ class BaseEnvironment(ABC):
     def isolation(cls) -> str | None:
         """Default: the default sandbox's isolation."""
         return None
+
+    perturbations: ClassVar[dict[str, str]] = {}
+    """Perturbations this environment can apply to a task, name -> one line on what changes
+    (``paraphrase``, ``tool_order``, ...). Each keeps the task solvable and checked by the
+    same verifier; the environment rebuilds a variant where it materialises a task (see
+    :mod:`sharpen.envs.perturbation`). Default: none declared."""
+
+    def perturb(self, task: TaskSpec, name: str, seed: int) -> TaskSpec:
+        """Default: :func:`~sharpen.envs.perturbation.variant` of ``task`` when ``name`` is
+        one of :attr:`perturbations`, else a :class:`~sharpen.core.errors.UserError` listing
+        them."""
+        check_name(task.env, name, self.perturbations)
+        return variant(task, name, seed)
 
 
 @runtime_checkable

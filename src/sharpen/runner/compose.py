@@ -4,11 +4,14 @@
 - :func:`with_agent` puts an agent plug-in into a spec (an agent that needs no model gets the
   model ref ``none`` and no params or components, unless a model was asked for);
 - :func:`select_tasks` lists an environment's tasks (the first ``limit`` of a split), and
-  refuses an empty list with a :class:`UserError`.
+  refuses an empty list with a :class:`UserError`;
+- :func:`with_perturbations` follows each task with its variants under the perturbations
+  the environment declares (``--perturb``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sharpen.agents.base import needs_model
@@ -51,3 +54,14 @@ def select_tasks(environment: Environment, env_name: str, *, split: str | None,
         raise UserError(f"environment {env_name!r} has no tasks for split {split!r}",
                         "drop the split or pick train, val or test")
     return tasks
+
+
+def with_perturbations(environment: Environment, tasks: list[TaskSpec], names: Sequence[str],
+                       seed: int) -> list[TaskSpec]:
+    """``tasks``, each followed by its variant under every perturbation in ``names`` (in
+    order, repeats dropped) drawn with ``seed`` (:meth:`Environment.perturb`), so a run
+    scores every original beside its variants and the report's robustness row pairs them by
+    ``base_task``. No names: ``tasks`` as they are. A name the environment does not declare
+    raises the environment's :class:`UserError` before anything runs."""
+    names = list(dict.fromkeys(names))
+    return [v for t in tasks for v in (t, *(environment.perturb(t, n, seed) for n in names))]

@@ -24,6 +24,7 @@ from sharpen.envs.args import positive_int, positive_seconds
 from sharpen.envs.base import BaseEnvironment, EnvInfo, StepResult
 from sharpen.envs.code import generator as gen
 from sharpen.envs.code import humaneval
+from sharpen.envs.code.perturb import PERTURBATIONS
 from sharpen.envs.code.problem import CodeProblem
 from sharpen.envs.code.program import SUBMIT, assemble_program, submit_error
 from sharpen.envs.code.score import outcome_from_report
@@ -56,6 +57,9 @@ class CodeEnv(BaseEnvironment):
     stages: ClassVar[dict[str, str]] = {"submit": "write"}
     """One stage: every ``submit`` writes the function (the prompt is all there is to read,
     and the hidden tests run on every submission, so there is no tool to read or test with)."""
+
+    perturbations: ClassVar[dict[str, str]] = PERTURBATIONS
+    """Declared perturbations (:mod:`sharpen.envs.code.perturb`)."""
 
     def __init__(
         self,

@@ -3,7 +3,9 @@
 The source is ``task.metadata["source"]`` when present, else the id prefix: ``HumanEval/<n>``
 is a HumanEval task, ``gen/...`` a generated one. This is what lets the env, the offline
 :class:`~sharpen.envs.code.score.CodeVerifier` and any re-scoring tool agree on a task's
-content given only the stored TaskSpec.
+content given only the stored TaskSpec. A perturbed variant
+(:mod:`sharpen.envs.perturbation`) is its original's problem changed by
+:mod:`sharpen.envs.code.perturb`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from sharpen.core.errors import UserError
 from sharpen.core.task import TaskSpec
 from sharpen.envs.code import generator, humaneval
 from sharpen.envs.code.generator import FunctionTaskGenerator
+from sharpen.envs.code.perturb import PERTURBATIONS, perturb_problem
 from sharpen.envs.code.problem import CodeProblem
+from sharpen.envs.perturbation import perturbed_of, rng_of, unknown
 
 SOURCES = (humaneval.SOURCE, generator.SOURCE)
 """Where code tasks come from."""
@@ -42,6 +46,11 @@ def materialize(task: TaskSpec) -> CodeProblem:
     if task.env != "code":
         raise UserError(f"task {task.id!r} belongs to env {task.env!r}, not 'code'",
                         "run it with its own environment")
+    variant = perturbed_of(task)
+    if variant is not None:  # a declared perturbation of another task: build that, then change it
+        if variant.name not in PERTURBATIONS:
+            raise unknown("code", variant, PERTURBATIONS)
+        return perturb_problem(materialize(variant.base), variant.name, rng_of(variant))
     if task_source(task) == humaneval.SOURCE:
         return humaneval.humaneval_problem(task.id)
     return _generated(task)

@@ -34,6 +34,7 @@ from sharpen.envs.args import positive_int, positive_seconds
 from sharpen.envs.base import BaseVerifier, StepResult
 from sharpen.envs.shell import tasks as gen
 from sharpen.envs.shell.check import CheckResult, run_checks
+from sharpen.envs.shell.perturb import PERTURBATIONS
 from sharpen.envs.shell.stages import STAGES, command_stage
 from sharpen.envs.shell.tasks import ShellProblem, materialize
 from sharpen.sandbox.local import LocalSandbox
@@ -125,6 +126,8 @@ class ShellEnv(generation.GeneratedEnv):
 
     ENV_NAME = "shell"
     DESCRIPTION = DESCRIPTION
+    perturbations = PERTURBATIONS
+    """Declared perturbations (:mod:`sharpen.envs.shell.perturb`)."""
     stages: ClassVar[dict[str, str]] = STAGES
     """inspect / change / verify, by a command's verbs (:mod:`.stages`); ``done`` verifies."""
 

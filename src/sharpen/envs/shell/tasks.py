@@ -33,6 +33,8 @@ from sharpen.core.errors import UserError
 from sharpen.core.task import TaskSpec
 from sharpen.envs import generation
 from sharpen.envs.base import Knob
+from sharpen.envs.perturbation import perturbed_of, rng_of, unknown
+from sharpen.envs.shell.perturb import PERTURBATIONS, perturb_problem
 
 FAMILIES = ("count", "users", "sort", "replace", "script")
 
@@ -307,9 +309,15 @@ def _cached(seed: int, knobs_key: tuple) -> ShellProblem:
 
 
 def materialize(task: TaskSpec) -> ShellProblem:
-    """The problem of ``task`` (cached; callers must not mutate it)."""
+    """The problem of ``task`` (cached; callers must not mutate it); a perturbed variant's is
+    its original's, changed by :mod:`.perturb`."""
     if task.env != "shell":
         raise UserError(f"task {task.id!r} belongs to env {task.env!r}, not 'shell'",
                         "run it with its own environment")
+    variant = perturbed_of(task)
+    if variant is not None:
+        if variant.name not in PERTURBATIONS:
+            raise unknown("shell", variant, PERTURBATIONS)
+        return perturb_problem(materialize(variant.base), variant.name, rng_of(variant))
     knobs = resolve_knobs(task.knobs)
     return _cached(task.seed, tuple(sorted(knobs.items())))

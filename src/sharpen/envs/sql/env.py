@@ -27,6 +27,7 @@ from sharpen.envs.base import StepResult
 from sharpen.envs.sql import generator as gen
 from sharpen.envs.sql.database import preview
 from sharpen.envs.sql.generator import SqlProblem
+from sharpen.envs.sql.perturb import PERTURBATIONS
 from sharpen.envs.sql.score import (
     SUBMIT_SQL,
     Check,
@@ -58,6 +59,8 @@ class SqlEnv(generation.GeneratedEnv):
 
     ENV_NAME = "sql"
     DESCRIPTION = DESCRIPTION
+    perturbations = PERTURBATIONS
+    """Declared perturbations (:mod:`sharpen.envs.sql.perturb`)."""
     stages: ClassVar[dict[str, str]] = {"submit_sql": "answer"}
     """One stage: every ``submit_sql`` is an answer (the schema is shown in the prompt, so
     there is no tool to explore with, and a query is answered only by being checked)."""

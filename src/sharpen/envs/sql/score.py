@@ -24,8 +24,10 @@ from sharpen.core.registry import register
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
 from sharpen.envs.base import BaseVerifier
+from sharpen.envs.perturbation import perturbed_of, rng_of, unknown
 from sharpen.envs.sql.database import QueryResult, compare, connect, run_query
 from sharpen.envs.sql.generator import SqlProblem, SqlTaskGenerator
+from sharpen.envs.sql.perturb import PERTURBATIONS, perturb_problem
 
 SUBMIT_SQL = ToolSpec(
     name="submit_sql",
@@ -93,7 +95,13 @@ class Check:
 
 @functools.lru_cache(maxsize=1024)
 def problem_of(task: TaskSpec) -> SqlProblem:
-    """The task's problem (cached: epochs and re-scoring ask for the same task again)."""
+    """The task's problem (cached: epochs and re-scoring ask for the same task again); a
+    perturbed variant's is its original's, changed by :mod:`sharpen.envs.sql.perturb`."""
+    variant = perturbed_of(task)
+    if variant is not None:
+        if variant.name not in PERTURBATIONS:
+            raise unknown("sql", variant, PERTURBATIONS)
+        return perturb_problem(problem_of(variant.base), variant.name, rng_of(variant), task.id)
     return SqlTaskGenerator().materialize(task)
 
 

@@ -26,6 +26,7 @@ from sharpen.envs.textworld import generate as gen
 from sharpen.envs.textworld import rules
 from sharpen.envs.textworld.episode import ARGUMENT, TOOL, Episode, default_max_steps
 from sharpen.envs.textworld.parse import COMMAND_HELP, Command, parse
+from sharpen.envs.textworld.perturb import PERTURBATIONS
 from sharpen.envs.textworld.solver import solve
 from sharpen.envs.textworld.world import World
 
@@ -84,6 +85,8 @@ class TextWorldEnv(generation.GeneratedEnv):
 
     ENV_NAME = "textworld"
     DESCRIPTION = DESCRIPTION
+    perturbations = PERTURBATIONS
+    """Declared perturbations (:mod:`sharpen.envs.textworld.perturb`)."""
     stages: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("look", "inventory", "go", "examine", "open", "close"), "explore"),
         **dict.fromkeys(("take", "put", "heat", "clean"), "manipulate")}

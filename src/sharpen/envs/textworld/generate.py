@@ -42,6 +42,8 @@ from sharpen.core.task import TaskSpec
 from sharpen.envs import generation
 from sharpen.envs.base import Knob
 from sharpen.envs.generation import seed_for
+from sharpen.envs.perturbation import perturbed_of, rng_of, unknown
+from sharpen.envs.textworld.perturb import PERTURBATIONS, perturb_world
 from sharpen.envs.textworld.solver import solve
 from sharpen.envs.textworld.world import (
     DIRECTIONS,
@@ -203,7 +205,13 @@ def build_world(seed: int, knobs: dict[str, Any]) -> World:
 
 
 def world_of(task: TaskSpec) -> World:
-    """Rebuild the world of ``task`` from its seed and knobs alone."""
+    """Rebuild the world of ``task`` from its seed and knobs alone; a perturbed variant's is
+    its original's, changed by :mod:`.perturb`."""
+    variant = perturbed_of(task)
+    if variant is not None:
+        if variant.name not in PERTURBATIONS:
+            raise unknown(ENV_NAME, variant, PERTURBATIONS)
+        return perturb_world(world_of(variant.base), variant.name, rng_of(variant))
     return build_world(task.seed, resolve_knobs(task.knobs))
 
 

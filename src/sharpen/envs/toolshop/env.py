@@ -29,11 +29,13 @@ from sharpen.core.trajectory import Action
 from sharpen.envs import generation
 from sharpen.envs.args import positive_int
 from sharpen.envs.base import EnvInfo, StepResult
+from sharpen.envs.perturbation import perturbed_of, rng_of
 from sharpen.envs.simulated.tools import TOOL_PROMPTS, ToolSimError, ToolSimulator
 from sharpen.envs.toolshop import generator as gen
 from sharpen.envs.toolshop import simulation
 from sharpen.envs.toolshop import user as sim
 from sharpen.envs.toolshop.episode import Episode, StepReport
+from sharpen.envs.toolshop.perturb import PERTURBATIONS, tool_order
 from sharpen.envs.toolshop.tools import READ_TOOLS, TOOLS, WRITE_TOOLS
 from sharpen.models.base import MODEL, ChatModel
 
@@ -109,6 +111,8 @@ class ToolshopEnv(generation.GeneratedEnv):
 
     ENV_NAME = gen.ENV_NAME
     DESCRIPTION = DESCRIPTION
+    perturbations = PERTURBATIONS
+    """Declared perturbations (:mod:`sharpen.envs.toolshop.perturb`)."""
     stages: ClassVar[dict[str, str]] = {
         **{t.name: "look up" for t in READ_TOOLS}, **{t.name: "act" for t in WRITE_TOOLS},
         **{t.name: "reply" for t in TOOLS if t not in READ_TOOLS and t not in WRITE_TOOLS}}
@@ -153,6 +157,9 @@ class ToolshopEnv(generation.GeneratedEnv):
                             "run it with its own environment")
         await self._close_episode()
         shop = gen.shop_of(task)
+        variant = perturbed_of(task)
+        self.tools = (tool_order(list(TOOLS), rng_of(variant))
+                      if variant is not None and variant.name == "tool_order" else list(TOOLS))
         self._dir = Path(tempfile.mkdtemp(prefix="sharpen-toolshop-"))
         db = self._dir / "shop.db"
         self._episode = Episode(shop, db, self.max_actions, user=self.user_ref is not None,

@@ -28,8 +28,9 @@ episode adds the same record for the whole trajectory when the final state holds
 **Outcome**: ``success`` when the final state's hash equals the expected state's hash;
 ``reward`` 1.0 or 0.0; components ``state_match``, ``goal_rows`` (rows the reference
 changes), ``goal_rows_done`` (of those, rows now as expected), ``collateral_rows`` (rows
-changed that should not be), ``writes``, ``rule_errors``, ``invalid_calls``, ``actions``, and
-with simulated tools ``simulated_calls`` and ``simulated_agreed``. A failure of the simulated
+changed that should not be), ``writes``, ``rule_errors``, ``invalid_calls``, ``actions``, with
+simulated tools ``simulated_calls`` and ``simulated_agreed``, and under the ``tool_failure``
+perturbation ``outages`` (calls that met the outage). A failure of the simulated
 customer or of the tool simulator gives ``error_kind="user_sim"``, never ``agent``.
 """
 
@@ -46,6 +47,7 @@ from sharpen.core.outcome import Outcome
 from sharpen.core.trajectory import Action
 from sharpen.envs.toolshop import actions
 from sharpen.envs.toolshop.database import RowChange, Snapshot, connect, diff, snapshot, state_hash
+from sharpen.envs.toolshop.perturb import OUTAGE_ERROR
 from sharpen.envs.toolshop.schema import check_call
 from sharpen.envs.toolshop.simulation import SIMULATED, agrees, observation
 from sharpen.envs.toolshop.tools import ENDINGS, RESPOND, TOOLS, WRITES
@@ -113,6 +115,10 @@ class Episode:
         self.failed: str = "simulated customer"
         """Which simulator failed, when one did."""
         self._tools = {t.name: t for t in TOOLS}
+        self._outage = shop.outage
+        """The tool still down (``shop.outage`` until its first valid call)."""
+        if shop.outage is not None:
+            self.counts["outages"] = 0
 
     @property
     def done(self) -> bool:
@@ -164,6 +170,11 @@ class Episode:
                 return StepReport(NO_USER)
             return StepReport("", message=action.arguments["message"])
         assert self.conn is not None
+        if action.tool == self._outage:  # the tool_failure perturbation: down for one call
+            self._outage = None
+            self.counts["outages"] += 1
+            text = OUTAGE_ERROR.format(tool=action.tool)
+            return StepReport(text, info={"tool_error": "transient", "reason": text})
         simulate = self.tool_sim is not None and action.tool in SIMULATED
         try:
             result = actions.call(self.conn, action.tool, action.arguments)

@@ -16,9 +16,11 @@ from typing import Any
 from sharpen.core.task import TaskSpec
 from sharpen.envs import generation
 from sharpen.envs.base import Knob
+from sharpen.envs.perturbation import perturbed_of, rng_of, unknown
 from sharpen.envs.toolshop.database import state_hash
 from sharpen.envs.toolshop.episode import Episode
 from sharpen.envs.toolshop.goals import build_shop
+from sharpen.envs.toolshop.perturb import PERTURBATIONS, perturb_shop
 from sharpen.envs.toolshop.world import Shop
 
 ENV_NAME = "toolshop"
@@ -57,7 +59,13 @@ def resolve_knobs(knobs: dict[str, Any] | None = None, difficulty: str | None = 
 @functools.lru_cache(maxsize=256)
 def shop_of(task: TaskSpec) -> Shop:
     """The shop of ``task`` (cached: epochs and re-scoring ask for the same task again; a
-    Shop is never changed after it is built)."""
+    Shop is never changed after it is built); a perturbed variant's is its original's,
+    changed by :mod:`.perturb`."""
+    variant = perturbed_of(task)
+    if variant is not None:
+        if variant.name not in PERTURBATIONS:
+            raise unknown(ENV_NAME, variant, PERTURBATIONS)
+        return perturb_shop(shop_of(variant.base), variant.name, rng_of(variant))
     return build_shop(task.seed, resolve_knobs(task.knobs))
 
 

@@ -174,3 +174,6 @@ class Shop:
     """The goal's write actions; replayed on a fresh copy they give the expected state."""
     reference: tuple[Action, ...]
     """The reference walkthrough: the look-ups a careful agent makes, the writes, ``finish``."""
+    outage: str | None = None
+    """A tool whose first call fails with a transient error (the ``tool_failure``
+    perturbation, :mod:`.perturb`), or ``None``."""
