@@ -50,6 +50,10 @@ COMMANDS: tuple[LazyCommand, ...] = (
                 "Induce evaluation metrics from people's free-text comments on a run's "
                 "trajectories (AutoLibra), judge them, and report coverage and redundancy; write "
                 "them as a rubric."),
+    LazyCommand("attribute", "sharpen.cli.attribute_cmd", "attribute",
+                "Find the step that decided each failure of a stored run by replaying it with that "
+                "step's action corrected: the earliest fix that turns the failure into a success, "
+                "stored as feedback on the step, with the distribution of decisive steps."),
     LazyCommand("validate-judge", "sharpen.cli.judge_cmd", "validate_judge",
                 "Measure a judge against a verifier: accuracy, Cohen's κ and AUROC with 95% "
                 "intervals on reference, null and real-agent trajectories; length bias, position "

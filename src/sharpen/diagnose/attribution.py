@@ -37,6 +37,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from sharpen.agents.baselines import answer_tool
+from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.hashing import content_hash
 from sharpen.core.outcome import Outcome
@@ -53,6 +54,7 @@ from sharpen.diagnose.replay import (
 )
 from sharpen.diagnose.run import Share, share
 from sharpen.envs.base import Environment
+from sharpen.store import Store
 
 NAME = "decisive_step"
 """The ``name`` of the stored finding."""
@@ -112,6 +114,11 @@ class Attribution(BaseModel):
     """The fix at the decisive step."""
     original: Action | None = None
     """The action the agent took there."""
+    stage: str | None = None
+    """The stage of the action the agent took there, where the environment declares stages
+    (``env.stage``)."""
+    fix_stage: str | None = None
+    """The stage of the fix (what the step should have done)."""
     attempts: list[Attempt] = Field(default_factory=list)
     """Every counterfactual tried, in step order (the last one flipped, if any)."""
     note: str = ""
@@ -158,6 +165,7 @@ async def attribute(trajectory: Trajectory, env_ref: PluginRef, fixer: Fixer = r
             if out.attempts[-1].success:
                 out.status, out.decisive_step = "flipped", indexes[k]
                 out.corrected, out.original = fix, actions[k]
+                out.stage, out.fix_stage = env.stage(actions[k]), env.stage(fix)
                 return out
     finally:
         await env.close()
@@ -210,6 +218,9 @@ class AttributionSummary(BaseModel):
     no_flip: int
     decisive_steps: dict[int, int]
     """Decisive step index -> trajectories."""
+    decisive_stages: dict[str, int]
+    """Stage of the action the agent took at the decisive step -> trajectories
+    (environments that declare stages; ``none`` for an action no stage names)."""
     statuses: dict[str, int]
     """Every trajectory looked at, by :data:`Status`."""
     stored: int
@@ -223,21 +234,44 @@ def summarise(run_id: str, fixer_name: str, results: Sequence[Attribution],
     statuses = Counter(r.status for r in results)
     attributed = statuses["flipped"] + statuses["no_flip"]
     steps = Counter(r.decisive_step for r in results if r.decisive_step is not None)
+    stages = Counter(r.stage or "none" for r in results if r.decisive_step is not None)
     return AttributionSummary(
         run_id=run_id, fixer=fixer_name, attributed=attributed,
         flipped=share(statuses["flipped"], attributed), no_flip=statuses["no_flip"],
-        decisive_steps=dict(sorted(steps.items())), statuses=dict(sorted(statuses.items())),
+        decisive_steps=dict(sorted(steps.items())), decisive_stages=dict(stages.most_common()),
+        statuses=dict(sorted(statuses.items())),
         stored=stored, results=list(results))
 
 
-async def attribute_all(trajectories: Sequence[Trajectory], env_ref: PluginRef,
-                        fixer: Fixer = reference_fix, registry: Registry = REGISTRY,
-                        on_done: Callable[[Attribution], None] | None = None,
-                        ) -> list[Attribution]:
-    """:func:`attribute` each of ``trajectories`` in turn; ``on_done`` is told of each."""
-    out = []
-    for t in trajectories:
-        out.append(await attribute(t, env_ref, fixer, registry))
+def failed(trajectory: Trajectory) -> bool:
+    """A counted attempt that failed (the ones attribution is for)."""
+    o = trajectory.outcome
+    return o is not None and o.counts and not o.success
+
+
+async def attribute_run(store: Store, run_id: str, fixer_name: str = "reference",
+                        limit: int | None = None, registry: Registry = REGISTRY,
+                        on_done: Callable[[Attribution, int, int], None] | None = None,
+                        ) -> AttributionSummary:
+    """Attribute the failed trajectories of stored run ``run_id`` (the first ``limit``) with
+    the fixer :data:`FIXERS` names, on the run's environment (its manifest's ``env``); store
+    each decisive step once (:func:`finding`). ``on_done(attribution, done, total)`` is told
+    of each."""
+    fixer = FIXERS.get(fixer_name)
+    if fixer is None:
+        raise UserError(f"unknown fix {fixer_name!r}", f"use one of {', '.join(FIXERS)}")
+    env_ref = store.get_run(run_id).manifest.env
+    todo = [t for t in store.iter_trajectories(run_id) if failed(t)]
+    todo = todo if limit is None else todo[:limit]
+    results: list[Attribution] = []
+    stored = 0
+    for t in todo:
+        a = await attribute(t, env_ref, fixer, registry)
+        results.append(a)
+        record = finding(t, a, fixer_name)
+        if record is not None and record.id not in {fb.id for fb in t.feedback}:
+            store.add_feedback(record)
+            stored += 1
         if on_done is not None:
-            on_done(out[-1])
-    return out
+            on_done(a, len(results), len(todo))
+    return summarise(run_id, fixer_name, results, stored)
