@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sharpen.cli.diagnose_stages import render_stages
 from sharpen.cli.options import JsonOpt, StoreOpt, open_store
 from sharpen.cli.tables import fit
 from sharpen.diagnose.run import Diagnosis, Share
@@ -41,6 +42,8 @@ def render(d: Diagnosis, console: Console) -> None:
                       share_text(s.failed), share_text(s.solved), str(s.findings),
                       (s.examples[0] + more) if s.examples else "—")
     console.print(fit(table, console))
+    if d.stages is not None:
+        render_stages(d.stages, console)
 
 
 def diagnose(

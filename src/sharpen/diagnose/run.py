@@ -21,6 +21,7 @@ from sharpen.core.hashing import content_hash
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.core.trajectory import Trajectory
 from sharpen.diagnose.base import DETECTOR, Detector, detector_info
+from sharpen.diagnose.stages import StageReport, stage_collector
 from sharpen.stats.intervals import Interval, wilson
 from sharpen.store import Store
 
@@ -85,6 +86,10 @@ class Diagnosis(BaseModel):
     stored: int
     """Finding records newly stored by this call (0 when the run was diagnosed before)."""
     detectors: list[DetectorSummary]
+    stages: StageReport | None = None
+    """Per stage of the environment: steps, tokens, time, precision and recall against the
+    reference, and a success predictor (:mod:`sharpen.diagnose.stages`); ``None`` when the
+    environment declares no stages (or ``stages=False``)."""
 
 
 def finding_id(detector: PluginRef | str, fb: Feedback, ordinal: int = 0) -> str:
@@ -136,10 +141,11 @@ def build_detectors(refs: Sequence[PluginRef | dict | str] | None = None,
 
 def diagnose_run(store: Store, run_id: str,
                  detectors: Sequence[PluginRef | dict | str] | None = None,
-                 registry: Registry = REGISTRY, *, save: bool = True) -> Diagnosis:
+                 registry: Registry = REGISTRY, *, save: bool = True, stages: bool = True) -> Diagnosis:
     """Run ``detectors`` (every built-in by default) over the stored trajectories of
     ``run_id``, store each finding (idempotently; not with ``save=False``, which writes
-    nothing — the viewer's page) and summarise them."""
+    nothing — the viewer's page) and summarise them — with the run's stage metrics unless
+    ``stages`` is false."""
     built = build_detectors(detectors, registry)
     hits: dict[str, dict[str, list[str]]] = {ref.hash(): {"all": [], "failed": [], "solved": []}
                                              for ref, _ in built}
@@ -149,12 +155,15 @@ def diagnose_run(store: Store, run_id: str,
     pending: list[Feedback] = []
     keyed = [(ref.hash(), ref, det) for ref, det in built]
     messages = any(detector_info(det).needs_messages for _, det in built)
+    collector = stage_collector(store, run_id, registry) if stages else None
     for trajectory in store.iter_trajectories(run_id, with_messages=messages):
         group = _group(trajectory)
         counts["all"] += 1
         if group:
             counts[group] += 1
         held = {fb.id for fb in trajectory.feedback}
+        if collector is not None:
+            collector.add(trajectory)
         for key, found in detect_all(keyed, trajectory).items():
             records[key] += len(found)
             if found:
@@ -179,7 +188,9 @@ def diagnose_run(store: Store, run_id: str,
         for ref, _ in built
     ]
     summaries.sort(key=lambda s: (-s.failed.count, -s.all.count))
-    return Diagnosis(run_id=run_id, trajectories=counts["all"], failed=counts["failed"],
+    staged = collector.report() if collector is not None else None
+    return Diagnosis(run_id=run_id, stages=staged,
+                     trajectories=counts["all"], failed=counts["failed"],
                      solved=counts["solved"],
                      errored=counts["all"] - counts["failed"] - counts["solved"],
                      stored=stored, detectors=summaries)
