@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import TypeAdapter
+from pydantic_core import from_json
 from sqlalchemy import RowMapping
 
 from sharpen.core.agent_spec import AgentSpec
@@ -105,7 +106,14 @@ def dumps(value: Any) -> str:
 
 def loads(text: str | None) -> Any:
     """Inverse of :func:`dumps`; ``None`` stays ``None``."""
-    return None if text is None else json.loads(text)
+    if text is None:
+        return None
+    try:
+        # pydantic-core's parser is ~3× faster than json's, on every step's info of every
+        # trajectory read; it refuses lone surrogates ("\ud800"), which json keeps.
+        return from_json(text)
+    except ValueError:
+        return json.loads(text)
 
 
 def now() -> datetime:
@@ -283,7 +291,9 @@ def step_row(trajectory_id: str, s: Step) -> dict[str, Any]:
 
 def step_from_row(row: Row) -> Step:
     """The Step of a ``steps`` row (no messages when the row was read without them)."""
-    return Step(
+    # Built without validation: every field is decoded to its type right here, from what
+    # step_row wrote out of a validated Step (validation was a third of reading a step).
+    return Step.model_construct(
         index=row["index"],
         messages=_MESSAGES.validate_json(row["messages"]) if "messages" in row else [],
         action=None if row["action"] is None else Action.model_validate_json(row["action"]),
