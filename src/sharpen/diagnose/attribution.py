@@ -12,12 +12,13 @@ deterministic id (attributing a run again stores nothing twice).
 
 Where the corrected action comes from (a :data:`Fixer`):
 
-- ``reference`` (:func:`reference_fix`): in an environment with reference actions, the
-  reference's action ``k`` when the trajectory's first ``k`` actions are the reference's
-  first ``k`` (after a deviation the reference says nothing about the state, so later steps
-  get no fix); in an environment whose reference is one answer (``reference_solution``:
-  code, sql), submitting that answer, which is the reference agent's action from any state.
-  A step whose action already is the fix is not tried.
+- ``reference`` (:func:`reference_fix`): in an environment with reference actions, the next
+  reference action the trajectory has not yet taken — ``ref[j]``, where ``ref[:j]`` is the
+  longest run of reference actions found in order among the first ``k`` actions (so a detour
+  of extra actions does not hide a later error; whether the detour changed the state is for
+  the replay to show); in an environment whose reference is one answer
+  (``reference_solution``: code, sql), submitting that answer, which is the reference agent's
+  action from any state. A step whose action already is the fix is not tried.
 - a fixer of your own: any ``(env, task, actions, k) -> Action | None`` — e.g. an action
   resampled from a model given the conversation so far (not built in).
 
@@ -78,9 +79,11 @@ def reference_fix(env: Environment, task: TaskSpec, actions: Sequence[Action],
     """The reference's action at step ``k`` (see the module doc)."""
     ref = env.reference_actions(task)
     if ref is not None:
-        if k < len(ref) and list(actions[:k]) == ref[:k]:
-            return ref[k]
-        return None
+        j = 0
+        for action in actions[:k]:
+            if j < len(ref) and action == ref[j]:
+                j += 1
+        return ref[j] if j < len(ref) else None
     solution = env.reference_solution(task)
     tool = answer_tool(env.tools)
     if solution is None or tool is None or tool.text_argument is None:
