@@ -8,7 +8,9 @@ is scikit-learn's ``LogisticRegression`` on standardised features (``StandardSca
 by stratified k-fold cross-validation (``k = min(5, solved, failed)``, shuffled with seed 0):
 every attempt is predicted once by a model fitted without it. Reported: the out-of-fold
 accuracy with a Wilson 95% interval, next to the majority-class accuracy it has to beat; the
-out-of-fold AUROC with the Hanley & McNeil (1982) 95% interval; and the coefficients of the
+out-of-fold AUROC with the Hanley & McNeil (1982) 95% interval (zero-width at an AUROC of
+exactly 0 or 1, where it understates the uncertainty: read it with ``n``); and the
+coefficients of the
 model fitted on every attempt (per standard deviation of the feature). With fewer than 2
 solved or 2 failed attempts there is nothing to cross-validate: the status says "not enough
 data" and no number is given. Without scikit-learn installed the status says so.
