@@ -15,6 +15,7 @@ from sharpen.cli.diagnose_stages import render_stages
 from sharpen.cli.options import JsonOpt, StoreOpt, open_store
 from sharpen.cli.tables import fit
 from sharpen.diagnose.run import Diagnosis, Share
+from sharpen.diagnose.taxonomy import Choice, Taxonomy
 from sharpen.stats.rounding import interval_text
 
 
@@ -44,6 +45,31 @@ def render(d: Diagnosis, console: Console) -> None:
     console.print(fit(table, console))
     if d.stages is not None:
         render_stages(d.stages, console)
+    if d.taxonomy is not None:
+        render_taxonomy(d.taxonomy, console)
+
+
+def render_taxonomy(t: Taxonomy, console: Console) -> None:
+    """Print the failure taxonomy: one row per group, most common first."""
+    title = (f"Failure taxonomy ({t.method}): {_n(t.failures, 'failed attempt')}, "
+             f"{_n(t.distinct, 'distinct signature')}, {_n(len(t.groups), 'group')}; each "
+             "group's share of the failures, 95% Wilson CI (points)")
+    console.print(f"{title}\n  {t.rule}", highlight=False)
+    if not t.groups:
+        return
+    table = Table(title_justify="left")
+    for col in ("group", "failures", "detectors", "example"):
+        table.add_column(col)
+    for g in t.groups:
+        more = f" (+{len(g.examples) - 1})" if len(g.examples) > 1 else ""
+        dets = ", ".join(f"{d} {c}" for d, c in g.detectors.items()) or "—"
+        table.add_row(g.name, share_text(Share(count=g.count, n=t.failures, rate=g.rate, ci=g.ci)),
+                      dets, (g.examples[0] + more) if g.examples else "—")
+    console.print(fit(table, console))
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' * (count != 1)}"
 
 
 def diagnose(
@@ -51,6 +77,9 @@ def diagnose(
     detector: Annotated[list[str] | None, typer.Option(
         "--detector", "-d", help="A detector to run (repeatable; default: every built-in). "
         "`sharpen plugins detector` lists them.")] = None,
+    taxonomy: Annotated[Choice, typer.Option(
+        "--taxonomy", help="Group the failed attempts by signature: TF-IDF (default), sentence embeddings "
+        "(the diagnose extra), or none.")] = "tfidf",
     json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
@@ -61,7 +90,7 @@ def diagnose(
 
     st = open_store(store)
     rid = st.resolve_run(run)
-    result = diagnose_run(st, rid, detector or None)
+    result = diagnose_run(st, rid, detector or None, taxonomy=taxonomy)
     if json_out:
         print(result.model_dump_json(indent=2))
     else:

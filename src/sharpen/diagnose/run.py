@@ -22,6 +22,7 @@ from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.core.trajectory import Trajectory
 from sharpen.diagnose.base import DETECTOR, Detector, detector_info
 from sharpen.diagnose.stages import StageReport, stage_collector
+from sharpen.diagnose.taxonomy import Choice, Signature, Taxonomy, build_taxonomy, signature
 from sharpen.stats.intervals import Interval, wilson
 from sharpen.store import Store
 
@@ -90,6 +91,9 @@ class Diagnosis(BaseModel):
     """Per stage of the environment: steps, tokens, time, precision and recall against the
     reference, and a success predictor (:mod:`sharpen.diagnose.stages`); ``None`` when the
     environment declares no stages (or ``stages=False``)."""
+    taxonomy: Taxonomy | None = None
+    """The failed attempts grouped by their signature (:mod:`sharpen.diagnose.taxonomy`);
+    ``None`` when not asked for."""
 
 
 def finding_id(detector: PluginRef | str, fb: Feedback, ordinal: int = 0) -> str:
@@ -141,7 +145,8 @@ def build_detectors(refs: Sequence[PluginRef | dict | str] | None = None,
 
 def diagnose_run(store: Store, run_id: str,
                  detectors: Sequence[PluginRef | dict | str] | None = None,
-                 registry: Registry = REGISTRY, *, save: bool = True, stages: bool = True) -> Diagnosis:
+                 registry: Registry = REGISTRY, *, save: bool = True, stages: bool = True,
+                 taxonomy: Choice = "tfidf") -> Diagnosis:
     """Run ``detectors`` (every built-in by default) over the stored trajectories of
     ``run_id``, store each finding (idempotently; not with ``save=False``, which writes
     nothing — the viewer's page) and summarise them — with the run's stage metrics unless
@@ -153,6 +158,7 @@ def diagnose_run(store: Store, run_id: str,
     counts = {"all": 0, "failed": 0, "solved": 0}
     stored = 0
     pending: list[Feedback] = []
+    signatures: list[Signature] = []
     keyed = [(ref.hash(), ref, det) for ref, det in built]
     messages = any(detector_info(det).needs_messages for _, det in built)
     collector = stage_collector(store, run_id, registry) if stages else None
@@ -164,7 +170,10 @@ def diagnose_run(store: Store, run_id: str,
         held = {fb.id for fb in trajectory.feedback}
         if collector is not None:
             collector.add(trajectory)
-        for key, found in detect_all(keyed, trajectory).items():
+        findings = detect_all(keyed, trajectory)
+        if group == "failed" and taxonomy != "none":
+            signatures.append(signature(trajectory, [fb for f in findings.values() for fb in f]))
+        for key, found in findings.items():
             records[key] += len(found)
             if found:
                 hits[key]["all"].append(trajectory.id)
@@ -193,7 +202,8 @@ def diagnose_run(store: Store, run_id: str,
                      trajectories=counts["all"], failed=counts["failed"],
                      solved=counts["solved"],
                      errored=counts["all"] - counts["failed"] - counts["solved"],
-                     stored=stored, detectors=summaries)
+                     stored=stored, detectors=summaries,
+                     taxonomy=None if taxonomy == "none" else build_taxonomy(signatures, taxonomy))
 
 
 def _group(t: Trajectory) -> str | None:
