@@ -51,6 +51,8 @@ class LoopDetector(BaseDetector):
     def detect(self, trajectory: Trajectory) -> list[Feedback]:
         steps = trajectory.steps
         states = [(action_key(s), masked(s.observation)) if valid(s) else None for s in steps]
+        if len(set(states)) == len(states):  # no state recurs: no repeat of any period
+            return []
         covered: set[int] = set()
         found: list[Feedback] = []
         for period in range(1, self.max_period + 1):
