@@ -192,3 +192,41 @@ def test_the_python_api_takes_perturbations(tmp_path: Path) -> None:
     rob = api.report(run).reliability.robustness
     assert rob.declared and [(p.name, p.paired, p.tasks) for p in rob.perturbations] == [
         ("paraphrase", True, 2)]
+
+
+def _passes(problem: Any, task_id: str) -> bool:
+    """Whether ``problem``'s reference passes its hidden tests, run in-process (trusted code,
+    as the generator's own solvability check runs it)."""
+    from sharpen.envs.code.generator import _compile
+
+    namespace: dict[str, Any] = {}
+    try:
+        candidate = _compile(problem.reference or "", problem.entry_point, task_id)
+        exec(compile(problem.context + "\n" + problem.test, "<check>", "exec"), namespace)
+        namespace["check"](candidate)
+    except Exception:  # noqa: BLE001 - any failure means "does not pass"
+        return False
+    return True
+
+
+def test_code_variants_keep_every_humaneval_reference_passing() -> None:
+    from sharpen.envs.code.humaneval import humaneval_tasks
+
+    environment = env_of("code")
+    tasks = humaneval_tasks()
+    assert len(tasks) == 164
+    for task in tasks:
+        original = _passes(code_problem(task), task.id)
+        for name in ("distractor", "rename"):
+            v = environment.perturb(task, name, 0)
+            assert _passes(code_problem(v), v.id) == original, (task.id, name)
+            assert code_problem(v).prompt != code_problem(task).prompt, (task.id, name)
+
+
+def test_sharpen_envs_lists_the_perturbations(tmp_path: Path) -> None:
+    done = sharpen("envs", "toolshop", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)["perturbations"]
+    assert sorted(shown) == ["paraphrase", "tool_failure", "tool_order"]
+    text = sharpen("envs", "textworld", cwd=tmp_path).stdout
+    assert "perturbations (--perturb): distractor" in " ".join(text.split())

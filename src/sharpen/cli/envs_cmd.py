@@ -75,6 +75,9 @@ def _print_schema(console: Console, s: EnvSchema) -> None:
             kinds.setdefault(stage, []).append(kind)
         console.print(Text("stages: " + " → ".join(f"{stage} ({', '.join(k)})"
                                                    for stage, k in kinds.items())))
+    if s.perturbations:
+        console.print(Text("perturbations (--perturb): " + "; ".join(
+            f"{name} — {what}" for name, what in s.perturbations.items())))
     args = Table(title="arguments (-E name=value)", title_justify="left", box=None,
                  header_style="bold", pad_edge=False)
     for col in ("name", "type", "default", "help"):

@@ -40,6 +40,9 @@ class EnvSchema(BaseModel):
     """Tool names offered to the agent."""
     stages: dict[str, str] = Field(default_factory=dict)
     """Stages by action kind (:attr:`~sharpen.envs.base.BaseEnvironment.stages`)."""
+    perturbations: dict[str, str] = Field(default_factory=dict)
+    """Declared perturbations, name -> what changes
+    (:attr:`~sharpen.envs.base.BaseEnvironment.perturbations`; ``sharpen run --perturb``)."""
 
 
 def env_schema(registry: Registry, name: str, args: dict[str, Any] | None = None) -> EnvSchema:
@@ -51,4 +54,4 @@ def env_schema(registry: Registry, name: str, args: dict[str, Any] | None = None
                      arguments=constructor_arguments(factory), knobs=info.knobs,
                      knobs_argument=knob_parameter(factory), difficulties=info.difficulties,
                      task_counts=info.task_counts, tools=info.tools,
-                     stages=info.stages)
+                     stages=info.stages, perturbations=info.perturbations)
