@@ -234,7 +234,7 @@ BROKEN = textwrap.dedent('''
 
 @pytest.mark.parametrize(("args", "says"), [
     (["run", "broken.py:HalfEnv"],
-     ["does not meet the Environment contract: it lacks outcome, close, describe, list_tasks",
+     ["does not meet the Environment contract: it lacks stages, outcome, close, describe, list_tasks",
       "subclass sharpen.envs.base.BaseEnvironment"]),
     (["run", "arith", "--agent-name", "broken.py:ModelessAgent"],
      ["does not meet the Agent contract: it lacks needs_model",
