@@ -4,8 +4,9 @@ Each failed trajectory (an attempt that counts and did not succeed) gets a *sign
 (:func:`signature`): the names and rationales of the detector findings on it (``no_finding``
 when there are none), and its final feedback — the last tool error, the last invalid-action
 message, the last observation, the outcome's error, evidence and component names, and the
-rationales of the verifier's and environment's feedback records. Numbers and ids are masked
-(:func:`mask`), so "3 of 5 tests passed" and "2 of 5 tests passed" read the same.
+rationales of the verifier's and environment's feedback records. Numbers, ids and quoted
+literals are masked (:func:`mask`), so "3 of 5 tests passed" and "2 of 5 tests passed" read
+the same, and so do two failed asserts on different inputs.
 
 Signatures are grouped (:func:`build_taxonomy`) as follows, every step deterministic:
 
@@ -62,6 +63,11 @@ FEEDBACK_SOURCES = ("verifier", "execution", "safety")
 
 _ID = re.compile(r"\b(?=[0-9a-f-]*\d)[0-9a-f]{8,}(?:-[0-9a-f]{4,})*\b", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
+_QUOTED = re.compile(r"""(?<!\w)(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")(?!\w)"""
+                     r"""|(?<!\w)'[^'\n]*?\.\.\.""")
+"""A quoted literal — a test's input, a returned string, code sent as an argument, or one a
+rationale clipped (``'def f(x): ...``): the task's data, not the kind of failure ("agent's"
+opens no quote)."""
 TOKEN_PATTERN = r"(?u)\b[^\W\d_]\w+\b"
 """Terms: words of two or more characters starting with a letter (``limit_hit`` is one)."""
 
@@ -113,8 +119,9 @@ class Taxonomy(BaseModel):
 
 
 def mask(text: str) -> str:
-    """``text`` with ids (hex runs of 8+ with a digit, uuids) and digits blanked, on one line."""
-    return " ".join(_DIGITS.sub(" ", _ID.sub(" ", text)).split())
+    """``text`` with quoted literals, ids (hex runs of 8+ with a digit, uuids) and digits
+    blanked, on one line."""
+    return " ".join(_DIGITS.sub(" ", _ID.sub(" ", _QUOTED.sub(" ", text))).split())
 
 
 def signature(trajectory: Trajectory, findings: Iterable[Feedback]) -> Signature:
