@@ -1,6 +1,7 @@
-"""Deterministic replay: for every built-in environment, episodes run by model-free agents
-through the real Runner into a real SQLite store replay byte for byte (observations, rewards,
-flags, info JSON, outcome) from the task and the actions — the reference agent's, the null
+"""Deterministic replay: for every built-in environment (and the adapters, when their packages
+are installed), episodes run by model-free agents through the real Runner into a real SQLite
+store replay byte for byte (observations, rewards, flags, info JSON, outcome) from the task and
+the actions — the reference agent's, the null
 agent's, and a scripted agent's detour through error paths (invalid tools, refused arguments,
 failing programs and commands, a command time-out) before the reference.
 
@@ -188,3 +189,19 @@ def test_an_environment_where_a_model_plays_a_part_is_reported_not_replayable(
     assert asyncio.run(attribute(t, env)).status == "not_replayable"
     for name in ("code", "sql", "shell", "gridsafety", "textworld", "toolshop", "negotiation"):
         assert REGISTRY.create("env", PluginRef(name=name)).describe().not_replayable is None
+
+
+@pytest.mark.parametrize("name,agents", [("reasoning_gym", ("reference", "null")),
+                                         ("textarena", ("reference", "null")),
+                                         ("gymnasium", ("null",))])
+def test_adapter_episodes_replay_byte_for_byte(name: str, agents: tuple[str, ...],
+                                               tmp_path: Path) -> None:
+    from sharpen.core.errors import UserError
+
+    env = PluginRef(name=name)
+    try:
+        tasks = REGISTRY.create("env", env).list_tasks("test", limit=2)
+    except (UserError, ImportError) as exc:  # an optional package not installed
+        pytest.skip(f"{name}: {exc}")
+    for agent in agents:
+        assert_replays(asyncio.run(run_agent(tmp_path / f"{agent}.db", env, agent, tasks)), env)
