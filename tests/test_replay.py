@@ -1,9 +1,9 @@
 """Deterministic replay: for every built-in environment (and the adapters, when their packages
 are installed), episodes run by model-free agents through the real Runner into a real SQLite
 store replay byte for byte (observations, rewards, flags, info JSON, outcome) from the task and
-the actions — the reference agent's, the null
-agent's, and a scripted agent's detour through error paths (invalid tools, refused arguments,
-failing programs and commands, a command time-out) before the reference.
+the actions — the reference agent's, the null agent's, and a scripted agent's detour through
+error paths (invalid tools, refused arguments, failing programs and commands, a command
+time-out) before the reference.
 
 What does not replay, and is reported so rather than compared silently:
 
