@@ -4,7 +4,9 @@ counts and intervals (``sharpen diagnose RUN``; docs/diagnose.md).
 
 The contract lives in :mod:`sharpen.diagnose.base`; the built-in detectors in
 :mod:`sharpen.diagnose.detectors` and :mod:`sharpen.diagnose.hacking`; the run-level engine
-in :mod:`sharpen.diagnose.run`."""
+in :mod:`sharpen.diagnose.run`. Deterministic replay of an episode from its task and actions is
+:mod:`sharpen.diagnose.replay`; counterfactual attribution of a failure to its decisive step
+(``sharpen attribute RUN``) is :mod:`sharpen.diagnose.attribution`."""
 
 from sharpen.diagnose.base import DETECTOR, BaseDetector, Detector
 
