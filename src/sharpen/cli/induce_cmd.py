@@ -57,8 +57,10 @@ def render(ind: Induction, out: Path | None, console: Console) -> None:
                       f"({me.unmatched_traits} of {me.traits} traits asked for by no aspect)"
                       + (f" · {me.unjudged_aspects} aspects on unjudged trajectories"
                          if me.unjudged_aspects else ""), highlight=False)
-    for e in (ind.grounding_errors[:3] + ind.judge_errors[:3]):
-        console.print(f"[yellow]not used:[/] note/trajectory {e}", highlight=False)
+    for e in ind.grounding_errors[:3]:
+        console.print(f"[yellow]not grounded:[/] note {e}", highlight=False)
+    for e in ind.judge_errors[:3]:
+        console.print(f"[yellow]not judged:[/] trajectory {e}", highlight=False)
     if out is not None:
         console.print(f"rubric written to {out} · score a run with it: sharpen judge RUN "
                       f"--judge {out}", highlight=False)

@@ -324,7 +324,8 @@ def write_rubric(induction: Induction, path: str | Path) -> Path:
     p = Path(path)
     head = (f"# Metrics induced by `sharpen induce` from {len(induction.notes)} notes on run "
             f"{induction.run_id} ({induction.model}).\n")
-    p.write_text(head + yaml.safe_dump(induction.rubric, sort_keys=False, allow_unicode=True),
+    data = Rubric.parse(induction.rubric).model_dump(mode="json", exclude_defaults=True)
+    p.write_text(head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True),
                  encoding="utf-8")
     return p
 
@@ -373,8 +374,10 @@ async def induce(store: Store, run_id: str, model: ChatModel, notes: Sequence[No
     meta = None
     if metrics:
         rubric = to_rubric(metrics, cfg.rubric_name or f"induced-{run_id[:12]}",
-                           f"Metrics induced from {len(notes)} human notes on run {run_id} "
-                           "(sharpen induce).", cfg.examples)
+                           # No run id: the judge reads it, and the same notes on a rerun of
+                           # the same tasks must give the same prompts (a cassette replays them).
+                           f"Metrics induced from {len(notes)} human notes (sharpen induce).",
+                           cfg.examples)
         if cfg.evaluate:
             annotated = list(dict.fromkeys(a.trajectory_id for a in aspects))
             ratings, judge_errors = await judge_traits(
