@@ -38,14 +38,13 @@ called. A ``reflexion`` trajectory's trials are pooled (its steps are all staged
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, PrivateAttr
 
 from sharpen.core.errors import UserError
-from sharpen.core.hashing import content_hash
 from sharpen.core.registry import REGISTRY, Registry
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
@@ -58,8 +57,9 @@ UNSTAGED = "(none)"
 """The stage of a step with no action, or whose action no declared stage takes."""
 
 
-class StageMetrics(BaseModel):
-    """One stage of one trajectory."""
+@dataclass(slots=True)
+class StageMetrics:
+    """One stage of one trajectory (a dataclass: a run makes one per stage per trajectory)."""
 
     stage: str
     steps: int = 0
@@ -75,7 +75,8 @@ class StageMetrics(BaseModel):
     recall: float | None = None
 
 
-class TrajectoryStages(BaseModel):
+@dataclass(slots=True)
+class TrajectoryStages:
     """The stages of one trajectory, in the environment's order (then :data:`UNSTAGED`)."""
 
     trajectory_id: str
@@ -119,8 +120,16 @@ class StageReport(BaseModel):
     summaries: list[StageSummary]
     predictor: Prediction | None = None
     """The success predictor from these metrics (:mod:`sharpen.diagnose.predict`)."""
-    per_trajectory: list[TrajectoryStages] = Field(default_factory=list, exclude=True)
-    """Each trajectory's stages (kept for the predictor and callers; not serialised)."""
+    _rows: list[TrajectoryStages] = PrivateAttr(default_factory=list)
+
+    @property
+    def per_trajectory(self) -> list[TrajectoryStages]:
+        """Each trajectory's stages (kept for the predictor and callers; not serialised)."""
+        return self._rows
+
+    def attach(self, rows: list[TrajectoryStages]) -> None:
+        """Keep ``rows`` as :attr:`per_trajectory`."""
+        self._rows = rows
 
 
 def stage_order(env: Environment) -> list[str]:
@@ -159,39 +168,84 @@ def reference_of(env: Environment, task: TaskSpec) -> list[Action] | None:
     return [Action(tool=tool.name, arguments={tool.text_argument: solution})]
 
 
-def _stage(env: Environment, action: Action | None) -> str:
-    return (env.stage(action) if action is not None else None) or UNSTAGED
+Staged = dict[str, dict[str, int]]
+"""Action keys per stage, each a multiset (key -> count; plain dicts: a run makes many)."""
+
+
+class Stager:
+    """Stages actions in one environment, remembering each distinct action's key and stage
+    (a run repeats its actions: the same look-ups, the same commands)."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self._known: dict[str, tuple[str, str]] = {}
+
+    def key_and_stage(self, action: Action | None) -> tuple[str | None, str]:
+        """``action``'s key (``None`` without an action) and stage (:data:`UNSTAGED` when none)."""
+        if action is None:
+            return None, UNSTAGED
+        raw = repr((action.tool, action.arguments))  # cheap identity before normalising
+        hit = self._known.get(raw)
+        if hit is None:
+            hit = self._known[raw] = (action_key(action), self.env.stage(action) or UNSTAGED)
+        return hit
+
+    def staged(self, actions: list[Action]) -> Staged:
+        """The keys of ``actions`` per stage."""
+        out: Staged = {}
+        for action in actions:
+            key, stage = self.key_and_stage(action)
+            bag = out.setdefault(stage, {})
+            bag[str(key)] = bag.get(str(key), 0) + 1
+        return out
 
 
 def trajectory_stages(env: Environment, trajectory: Trajectory,
                       reference: list[Action] | None) -> TrajectoryStages:
     """``trajectory``'s stage metrics against ``reference`` (``None``: no reference)."""
-    metrics: dict[str, StageMetrics] = {s: StageMetrics(stage=s) for s in stage_order(env)}
-    agent: dict[str, Counter[str]] = {}
+    stager = Stager(env)
+    ref = stager.staged(reference) if reference is not None else None
+    return staged_trajectory(stager, stage_order(env), trajectory, ref)
+
+
+def staged_trajectory(stager: Stager, order: list[str], trajectory: Trajectory,
+                      ref: Staged | None) -> TrajectoryStages:
+    """:func:`trajectory_stages` with the reference already staged (``None``: none)."""
+    # Plain counters while counting; one model per stage at the end (cheaper per step).
+    acc: dict[str, list[float]] = {s: [0, 0, 0.0, 0] for s in order}
+    agent: Staged = {}
     for step in trajectory.steps:
-        stage = _stage(env, step.action)
-        m = metrics.setdefault(stage, StageMetrics(stage=stage))
-        m.steps += 1
-        m.tokens += step.usage.total_tokens
-        m.seconds += step.model_seconds + step.env_seconds
-        if step.action is not None:
-            m.actions += 1
-            agent.setdefault(stage, Counter())[action_key(step.action)] += 1
-    if reference is not None:
-        ref: dict[str, Counter[str]] = {}
-        for action in reference:
-            stage = _stage(env, action)
-            ref.setdefault(stage, Counter())[action_key(action)] += 1
-            metrics.setdefault(stage, StageMetrics(stage=stage)).reference += 1
-        for stage, m in metrics.items():
-            m.matched = sum((agent.get(stage, Counter()) & ref.get(stage, Counter())).values())
-            m.precision = m.matched / m.actions if m.actions else None
-            m.recall = m.matched / m.reference if m.reference else None
+        key, stage = stager.key_and_stage(step.action)
+        a = acc.setdefault(stage, [0, 0, 0.0, 0])
+        a[0] += 1
+        a[1] += step.usage.input_tokens + step.usage.output_tokens
+        a[2] += step.model_seconds + step.env_seconds
+        if key is not None:
+            a[3] += 1
+            bag = agent.setdefault(stage, {})
+            bag[key] = bag.get(key, 0) + 1
+    for stage in ref or {}:
+        acc.setdefault(stage, [0, 0, 0.0, 0])
+    stages = []
+    empty: dict[str, int] = {}
+    for stage, (steps, tokens, seconds, actions) in acc.items():
+        n = int(actions)
+        if ref is None:
+            stages.append(StageMetrics(stage=stage, steps=int(steps), tokens=int(tokens),
+                                       seconds=seconds, actions=n))
+            continue
+        mine, theirs = agent.get(stage, empty), ref.get(stage, empty)
+        refs = sum(theirs.values())
+        matched = sum(min(c, theirs.get(k, 0)) for k, c in mine.items())  # multiset ∩
+        stages.append(StageMetrics(
+            stage=stage, steps=int(steps), tokens=int(tokens), seconds=seconds, actions=n,
+            reference=refs, matched=matched, precision=matched / n if n else None,
+            recall=matched / refs if refs else None))
+    stages.sort(key=lambda m: m.stage == UNSTAGED)
     outcome = trajectory.outcome
     success = outcome.success if outcome is not None and outcome.counts else None
-    ordered = sorted(metrics.values(), key=lambda m: m.stage == UNSTAGED)
     return TrajectoryStages(trajectory_id=trajectory.id, success=success,
-                            has_reference=reference is not None, stages=ordered)
+                            has_reference=ref is not None, stages=stages)
 
 
 def _rate(count: int, n: int) -> tuple[float | None, Interval]:
@@ -221,9 +275,10 @@ def summarise(env_name: str, order: list[str], rows: list[TrajectoryStages]) -> 
             tokens=sum(m.tokens for _, m in ms), seconds=sum(m.seconds for _, m in ms),
             precision=matched / actions if withref and actions else None,
             recall=matched / refs if withref and refs else None))
-    return StageReport(env=env_name, order=names, trajectories=len(rows),
-                       with_reference=sum(r.has_reference for r in rows), summaries=summaries,
-                       per_trajectory=rows)
+    report = StageReport(env=env_name, order=names, trajectories=len(rows),
+                         with_reference=sum(r.has_reference for r in rows), summaries=summaries)
+    report.attach(rows)
+    return report
 
 
 class StageCollector:
@@ -235,14 +290,22 @@ class StageCollector:
         self.env_name = env_name
         self.order = stage_order(env)
         self.rows: list[TrajectoryStages] = []
-        self._references: dict[str, list[Action] | None] = {}
+        self._stager = Stager(env)
+        self._references: dict[tuple[str, str, int, str], Staged | None] = {}
 
     def add(self, trajectory: Trajectory) -> None:
         """Stage ``trajectory``."""
-        key = content_hash(trajectory.task)  # the whole task: a perturbed variant differs
+        t = trajectory.task  # a perturbed variant has an id of its own
+        key = (t.env, t.id, t.seed, repr(sorted(t.knobs.items())) if t.knobs else "")
         if key not in self._references:
-            self._references[key] = reference_of(self.env, trajectory.task)
-        self.rows.append(trajectory_stages(self.env, trajectory, self._references[key]))
+            try:
+                reference = reference_of(self.env, t)
+            except UserError:  # a task this install cannot rebuild: compared with nothing
+                reference = None
+            self._references[key] = (self._stager.staged(reference) if reference is not None
+                                     else None)
+        self.rows.append(staged_trajectory(self._stager, self.order, trajectory,
+                                           self._references[key]))
 
     def report(self) -> StageReport:
         """The run-level report of what was added, with the success predictor."""
