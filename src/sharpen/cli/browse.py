@@ -160,7 +160,8 @@ def export(
     format: Annotated[str, typer.Option(
         "--format", "-f", help="jsonl (everything stored), sft (messages), completion (prompt and one reply: "
         "the loss on replies only), preference (prompt, chosen, rejected) or groups (completions "
-        "of one prompt with rewards and advantages).")]
+        "of one prompt with rewards and advantages); or inspect (each run as an Inspect AI log that "
+        "`inspect view` opens; -o a .eval/.json file or a folder; no filters).")]
         = "jsonl",
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="File to write (default: stdout).")] = None,
@@ -186,7 +187,13 @@ def export(
     store: StoreOpt = None,
 ) -> None:
     """Export trajectories as JSON lines: the full record, or fine-tuning data (SFT examples,
-    preference pairs, RL groups) filtered by outcome and feedback."""
+    preference pairs, RL groups) filtered by outcome and feedback.
+
+    ``--format inspect`` writes each run whole as an Inspect AI log instead (docs/integrations.md)."""
+    if format == "inspect":
+        _export_inspect(runs, output, store, filtered=bool(feedback) or any(
+            v is not None for v in (success, split, min_reward, include_errors)))
+        return
     where = Where(success=success, split=parse_split(split), min_reward=min_reward,
                   feedback=[FeedbackCondition.parse(f) for f in feedback or []],
                   include_errors=include_errors)
@@ -215,3 +222,21 @@ def export(
     if count.kept_test and split != "test" and format != "jsonl":
         err.print(f"warning: {count.kept_test} of the {count.kept} kept trajectories are on test-split "
                   "tasks; training on them leaks the tasks held-out evaluations score — add --split train")
+
+
+def _export_inspect(runs: list[str], output: Path | None, store: str | None, *, filtered: bool) -> None:
+    """``sharpen export --format inspect``: a log per run (sharpen.interop.inspect_export)."""
+    from sharpen.core.errors import UserError
+
+    if filtered:
+        raise UserError("--format inspect writes whole runs: the filters do not apply",
+                        "drop --success/--failure, --split, --min-reward, --feedback and "
+                        "--include-errors, or use a JSON-lines format")
+    try:
+        from sharpen.interop.inspect_export import export_runs
+    except ImportError as exc:
+        raise UserError(f"writing Inspect logs needs inspect_ai ({exc})",
+                        "pip install 'sharpen[inspect]'") from exc
+    err = Console(stderr=True, highlight=False)
+    for path in export_runs(open_store(store), runs, output):
+        err.print(f"wrote {path} (open it with: inspect view --log-dir {path.parent})")

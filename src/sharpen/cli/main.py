@@ -28,6 +28,9 @@ COMMANDS: tuple[LazyCommand, ...] = (
     LazyCommand("export", "sharpen.cli.browse", "export",
                 "Export trajectories as JSON lines: the full record, or fine-tuning data (SFT "
                 "examples, preference pairs, RL groups) filtered by outcome and feedback."),
+    LazyCommand("import", "sharpen.cli.import_cmd", "app",
+                "Import other tools' logs as runs: Inspect AI's .eval and .json logs (one run per "
+                "log, one trajectory per sample and epoch), for report, compare, diagnose and view."),
     LazyCommand("checkpoint", "sharpen.cli.train_cmd", "checkpoint",
                 "Write the embedded model (or another GGUF model) as a float32 Hugging Face "
                 "checkpoint with its tokenizer and chat template, for fine-tuning on `sharpen "
