@@ -14,6 +14,9 @@ coefficients of the
 model fitted on every attempt (per standard deviation of the feature). With fewer than 2
 solved or 2 failed attempts there is nothing to cross-validate: the status says "not enough
 data" and no number is given. Without scikit-learn installed the status says so.
+
+It describes a run rather than forecasting one: the features are of whole episodes, and an
+episode ends when it is solved, so a stage's step count already carries the outcome.
 """
 
 from __future__ import annotations
