@@ -353,8 +353,8 @@ async def induce(store: Store, run_id: str, model: ChatModel, notes: Sequence[No
             continue
         try:
             aspects += await ground(model, t, note, i, cfg)
-        except JudgeError as exc:
-            errors.append(f"{i}: {exc}")
+        except JudgeError as exc:  # ask() words it for judges; here the model grounds
+            errors.append(f"{i}: " + str(exc).replace("the judge's reply", "the model's reply"))
     labels, terms = cluster(aspects, cfg.metrics, cfg.max_metrics, cfg.seed)
     metrics: list[Metric] = []
     for c, words in enumerate(terms):
