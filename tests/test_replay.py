@@ -3,7 +3,7 @@ are installed), episodes run by model-free agents through the real Runner into a
 store replay byte for byte (observations, rewards, flags, info JSON, outcome) from the task and
 the actions — the reference agent's, the null agent's, and a scripted agent's detour through
 error paths (invalid tools, refused arguments, failing programs and commands, a command
-time-out) before the reference.
+time-out) before the reference — and perturbed variants of tasks (``sharpen run --perturb``).
 
 What does not replay, and is reported so rather than compared silently:
 
@@ -205,3 +205,17 @@ def test_adapter_episodes_replay_byte_for_byte(name: str, agents: tuple[str, ...
         pytest.skip(f"{name}: {exc}")
     for agent in agents:
         assert_replays(asyncio.run(run_agent(tmp_path / f"{agent}.db", env, agent, tasks)), env)
+
+
+@pytest.mark.parametrize("name", ["code", "sql", "toolshop", "textworld", "shell"])
+def test_perturbed_episodes_replay_byte_for_byte(name: str, tmp_path: Path) -> None:
+    # A perturbed variant (sharpen run --perturb) is rebuilt from the task's metadata at reset,
+    # injected tool failures included, so it replays like any task.
+    env = PluginRef(name=name, args={"source": "generated"} if name == "code" else {})
+    built = REGISTRY.create("env", env)
+    assert built.perturbations, name
+    tasks = [built.perturb(t, p, seed=i) for i, t in enumerate(built.list_tasks("test", limit=2))
+             for p in built.perturbations]
+    stored = asyncio.run(run_agent(tmp_path / "p.db", env, "reference", tasks))
+    assert {t.task.metadata.get("perturbation") for t in stored} == set(built.perturbations)
+    assert_replays(stored, env)
