@@ -265,6 +265,7 @@ def _cluster(vectors: Any, fit: list[int], weights: np.ndarray,
     """Labels of every point, the rule in words, and the chosen grouping's silhouette."""
     from sklearn.cluster import KMeans  # type: ignore[import-untyped]
     from sklearn.metrics import silhouette_score  # type: ignore[import-untyped]
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # sklearn needs it
 
     m = len(fit)
     if m == 1:
@@ -274,13 +275,16 @@ def _cluster(vectors: Any, fit: list[int], weights: np.ndarray,
     x = vectors[fit]
     best: tuple[float, int, Any] | None = None
     tried = range(2, min(max_groups, m - 1) + 1)
-    for k in tried:
-        km = KMeans(n_clusters=k, n_init=4, random_state=0).fit(x, sample_weight=weights[fit])
-        if len(set(km.labels_)) < 2:
-            continue
-        score = float(silhouette_score(x, km.labels_, metric="cosine"))
-        if best is None or score > best[0] + 1e-12:
-            best = (score, k, km)
+    # One thread: these fits are small, and k-means' OpenMP threads cost more than they save
+    # (measured: 36 fits of 2,000 points 25x faster on one thread of a loaded 2-core machine).
+    with threadpool_limits(1):
+        for k in tried:
+            km = KMeans(n_clusters=k, n_init=4, random_state=0).fit(x, sample_weight=weights[fit])
+            if len(set(km.labels_)) < 2:
+                continue
+            score = float(silhouette_score(x, km.labels_, metric="cosine"))
+            if best is None or score > best[0] + 1e-12:
+                best = (score, k, km)
     if best is None:
         return np.zeros(vectors.shape[0], dtype=int), "no split found: one group", None
     score, k, km = best
