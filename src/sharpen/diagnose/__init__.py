@@ -6,7 +6,9 @@ The contract lives in :mod:`sharpen.diagnose.base`; the built-in detectors in
 :mod:`sharpen.diagnose.detectors` and :mod:`sharpen.diagnose.hacking`; the run-level engine
 in :mod:`sharpen.diagnose.run`. Deterministic replay of an episode from its task and actions is
 :mod:`sharpen.diagnose.replay`; counterfactual attribution of a failure to its decisive step
-(``sharpen attribute RUN``) is :mod:`sharpen.diagnose.attribution`."""
+(``sharpen attribute RUN``) is :mod:`sharpen.diagnose.attribution`. Metrics induced from
+people's free-text comments (``sharpen induce RUN``, AutoLibra) are
+:mod:`sharpen.diagnose.induce`, their coverage and redundancy :mod:`sharpen.diagnose.metaeval`."""
 
 from sharpen.diagnose.base import DETECTOR, BaseDetector, Detector
 
