@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from conftest import sharpen
 
@@ -160,6 +165,11 @@ def test_a_sharpen_run_exported_reads_back_in_inspect(tmp_path: Path) -> None:
             assert [m.role for m in s.messages] == [m.role for m in stored[(s.id, s.epoch)].messages]
             assert s.messages[-1].text == (stored[(s.id, s.epoch)].messages[-1].content or "")
 
+    # `inspect view` itself lists both logs and serves them whole.
+    served = _served_by_inspect_view(out)
+    assert sorted(served) == sorted(p.name for p in out.glob("*.eval"))
+    assert {(d["status"], len(d["samples"])) for d in served.values()} == {("success", 6)}
+
     one = tmp_path / "one.json"  # one run to a named .json file
     res = sharpen("export", run_ids[0], "--format", "inspect", "-o", str(one), "--store", store,
                   cwd=tmp_path)
@@ -168,6 +178,36 @@ def test_a_sharpen_run_exported_reads_back_in_inspect(tmp_path: Path) -> None:
     refused = sharpen("export", run_ids[0], "--format", "inspect", "--success", "--store", store,
                       cwd=tmp_path)
     assert refused.returncode == 2 and "filters do not apply" in refused.stderr
+
+
+def _served_by_inspect_view(log_dir: Path) -> dict[str, Any]:
+    """Each log `inspect view --log-dir LOG_DIR` lists, as its API serves it to the viewer."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    inspect_cli = Path(sys.executable).parent / "inspect"
+    proc = subprocess.Popen([str(inspect_cli), "view", "--log-dir", str(log_dir), "--host", "127.0.0.1",
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                listing = httpx.get(f"{base}/logs", timeout=5).json()
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.3)
+        out = {}
+        for f in listing["files"]:
+            res = httpx.get(f"{base}/logs/{f['name']}", timeout=30)
+            assert res.status_code == 200, res.text
+            out[f["name"].rsplit("/", 1)[-1]] = res.json()
+        return out
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_import_then_export_keeps_inspects_samples_scores_and_errors(

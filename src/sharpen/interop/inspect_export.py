@@ -158,8 +158,8 @@ def eval_log(store: Store, run_id: str) -> EvalLog:
     known = GenerateConfig.model_fields.keys()
     spec = EvalSpec(
         eval_id=content_hash(["sharpen export", run_id], 22), run_id=run_id,
-        created=m.created_at.isoformat(), task=m.env.name.removeprefix(ENV_PREFIX),
-        task_id=content_hash(m.env, 22), task_version=0, task_args=dict(m.env.args),
+        created=m.created_at.isoformat(timespec="seconds"), task=m.env.name.removeprefix(ENV_PREFIX),
+        task_id=content_hash(["sharpen task", run_id], 22), task_version=0, task_args=dict(m.env.args),
         dataset=EvalDataset(name=m.env.name, samples=len(tasks),
                             sample_ids=[t.metadata.get("inspect_id", t.id) for t in tasks]),
         model=model, model_args=dict(record.agent.model.args),
@@ -180,11 +180,10 @@ def eval_log(store: Store, run_id: str) -> EvalLog:
 
 
 def default_name(log: EvalLog) -> str:
-    """Inspect's own file naming, ``<created>_<task>_<id>.eval``, so ``inspect view`` lists it
-    as it lists its own logs."""
-    created = re.sub(r"[:.]", "-", log.eval.created.split(".")[0].replace("+00:00", ""))
-    task = re.sub(r"[^A-Za-z0-9_-]+", "-", log.eval.task)
-    return f"{created}+00-00_{task}_{log.eval.eval_id}.eval"
+    """Inspect's own file naming, ``<created>_<task>_<task id>.eval`` with ``_ / : +`` made
+    ``-`` in each part, so ``inspect view`` lists it as it lists its own logs."""
+    parts = (log.eval.created, log.eval.task, log.eval.task_id)
+    return "_".join(re.sub(r"[_/:+]", "-", p) for p in parts) + ".eval"
 
 
 def export_runs(store: Store, refs: list[str], output: Path | None) -> list[Path]:
