@@ -33,3 +33,9 @@ class InfraError(SharpenError):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
+
+
+class AgentError(SharpenError):
+    """The agent itself failed before reaching an answer — an external agent program that
+    crashed, exited non-zero or ran past its timeout. The runner stores the episode as a
+    failure with error kind ``agent``: it counts against the agent."""

@@ -12,7 +12,9 @@ Contract:
 - Infra errors are retried per model call (:mod:`sharpen.runner.retry`); an episode whose
   retries run out is stored with error kind ``infra``. An unexpected exception inside the
   harness (environment or agent code) is stored as ``env``: the agent is never blamed for
-  sharpen's failures. A :class:`~sharpen.core.errors.UserError` stops the run.
+  sharpen's failures; an :class:`~sharpen.core.errors.AgentError` (the agent's own failure:
+  an external agent program that crashed) is stored as ``agent``. A
+  :class:`~sharpen.core.errors.UserError` stops the run.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 from sharpen.agents.base import AGENT, needs_model
 from sharpen.agents.constrained import decoding_label
-from sharpen.core.errors import InfraError, UserError
+from sharpen.core.errors import AgentError, InfraError, UserError
 from sharpen.core.manifest import RunManifest
 from sharpen.core.outcome import Outcome
 from sharpen.core.registry import REGISTRY, Registry
@@ -215,6 +217,8 @@ class Runner:
                 traj.outcome = await env.outcome()
         except InfraError as exc:
             traj.outcome = Outcome(success=False, error_kind="infra", error=str(exc)[:2000])
+        except AgentError as exc:  # the agent's own failure (an external program crashed)
+            traj.outcome = Outcome(success=False, error_kind="agent", error=str(exc)[:2000])
         except (UserError, asyncio.CancelledError):
             raise
         except Exception as exc:  # noqa: BLE001 — a harness bug must not be the agent's fault
