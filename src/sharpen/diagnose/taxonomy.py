@@ -197,6 +197,11 @@ def grouping(signatures: Sequence[Signature], method: Method = "tfidf",
             point = by_text[s.text] = index[key]
         point_of.append(point)
         weights[point] += 1
+    if len(texts) == 1:  # nothing to tell apart (and nothing to fit IDF on)
+        one = _group(signatures, list(range(n)), n, _terms_of(texts[0]), texts)
+        return (Taxonomy(method=method, failures=n, distinct=1,
+                         rule="one distinct signature: one group", groups=[one]),
+                {sig.trajectory_id: 0 for sig in signatures})
     order = sorted(range(len(texts)), key=lambda i: -weights[i])
     fit = order[:FIT_POINTS]
     vectorizer.fit([texts[i] for i in fit])
@@ -268,8 +273,6 @@ def _cluster(vectors: Any, fit: list[int], weights: np.ndarray,
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # sklearn needs it
 
     m = len(fit)
-    if m == 1:
-        return np.zeros(vectors.shape[0], dtype=int), "one distinct signature: one group", None
     if m == 2:
         return np.arange(vectors.shape[0]), "two distinct signatures: two groups", None
     x = vectors[fit]
