@@ -17,12 +17,14 @@ from typing import Any
 import httpx
 import pytest
 from conftest import sharpen
+from fastapi.testclient import TestClient
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.core.trajectory import Action
 from sharpen.runner import RunConfig, Runner
 from sharpen.store import Store
+from sharpen.viewer.app import create_app
 
 inspect_ai = pytest.importorskip("inspect_ai")
 
@@ -130,6 +132,10 @@ def test_import_gives_inspects_accuracy_epochs_steps_and_feedback(
     assert again[0]["run_id"] == imported["run_id"] and again[0]["written"] == 0
     assert len(list(db.iter_trajectories(imported["run_id"], with_steps=False))) == 8
     assert sharpen("diagnose", imported["run_id"], "--store", store, cwd=tmp_path).returncode == 0
+    viewer = TestClient(create_app(db))
+    assert viewer.get(f"/runs/{imported['run_id']}").status_code == 200
+    page = viewer.get(f"/t/{a0.id}")
+    assert page.status_code == 200 and "The answer is 3" in page.text
 
 
 def test_a_sharpen_run_exported_reads_back_in_inspect(tmp_path: Path) -> None:
