@@ -192,3 +192,52 @@ def test_sharpen_attribute_json_end_to_end(tmp_path: Path) -> None:
     bad = sharpen("attribute", run_id, "--fix", "oracle", cwd=tmp_path,
                   env={"SHARPEN_STORE": f"sqlite:///{db}"})
     assert bad.returncode == 2 and "unknown fix" in bad.stderr
+
+
+def test_the_conversation_before_a_step_is_the_prompt_and_the_earlier_steps(
+        tmp_path: Path) -> None:
+    from sharpen.diagnose.resample import conversation_before
+
+    run_id, _ = planted_run(tmp_path / "c.db", ENVS["textworld"], "textworld")
+    t = next(t for t in Store(f"sqlite:///{tmp_path / 'c.db'}").iter_trajectories(run_id)
+             if len(t.steps) >= 3)
+    before = conversation_before(t, 2)
+    assert before is not None and len(before) == 1 + 2 * 2
+    assert before[0].content == t.messages[0].content and before[-1] == t.steps[1].messages[-1]
+    assert conversation_before(t.model_copy(update={"messages": []}), 2) is None
+
+
+def test_resample_needs_a_run_whose_agent_has_a_model(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    run_id, _ = planted_run(db, ENVS["sql"], "sql")
+    res = sharpen("attribute", run_id, "--fix", "resample", cwd=tmp_path,
+                  env={"SHARPEN_STORE": f"sqlite:///{db}"})
+    assert res.returncode == 2 and "uses no model" in res.stderr
+
+
+@pytest.mark.slow
+def test_a_resampled_fix_from_the_embedded_model(tmp_path: Path) -> None:
+    # The embedded model is asked for step k's action given the stored conversation; its
+    # replies are read as actions and replayed (whether one flips is the model's business).
+    from sharpen.diagnose.resample import ModelFix
+    from sharpen.models.base import MODEL
+
+    db = tmp_path / "m.db"
+    run_id, _ = planted_run(db, ENVS["textworld"], "textworld")
+    t = next(iter(Store(f"sqlite:///{db}").iter_trajectories(run_id)))
+    spec = AgentSpec(model=PluginRef(name="local"),
+                     params={"temperature": 0.0, "max_tokens": 40})
+    model = Registry().create(MODEL, spec.model)
+
+    async def go() -> Any:
+        try:
+            return await attribute(t, ENVS["textworld"], ModelFix(model, spec, samples=2))
+        finally:
+            await model.aclose()
+
+    result = asyncio.run(go())
+    print(result.status, [(a.step, a.action.arguments, a.success) for a in result.attempts])
+    assert result.status in ("flipped", "no_flip") and result.attempts
+    assert all(a.action.tool == "act" and isinstance(a.action.arguments.get("command"), str)
+               for a in result.attempts)
+    assert result.status == "no_flip" or result.decisive_step is not None

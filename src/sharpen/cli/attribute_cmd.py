@@ -48,8 +48,11 @@ def attribute(
     run: Annotated[str, typer.Argument(help="Run id, a unique prefix, or 'latest'.")],
     fix: Annotated[str, typer.Option(
         "--fix", help="Where the corrected action comes from: 'reference' (the environment's "
-        "reference action at that step, when the steps before it are the reference's; for a "
-        "one-answer environment, its reference answer).")] = "reference",
+        "next reference action not yet taken; for a one-answer environment, its reference "
+        "answer) or 'resample' (the run's model, at temperature 1, given the conversation "
+        "so far).")] = "reference",
+    samples: Annotated[int, typer.Option(
+        "--samples", min=1, help="With --fix resample: tries per step.")] = 1,
     limit: Annotated[int | None, typer.Option(
         "--limit", min=1, help="Attribute only the first N failed trajectories.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar with ETA.")] = True,
@@ -76,7 +79,7 @@ def attribute(
         bar.update(task, total=total, completed=n, flipped=flipped[0])
 
     with bar:
-        summary = run_sync(attribute_run(st, rid, fix, limit, on_done=done))
+        summary = run_sync(attribute_run(st, rid, fix, limit, on_done=done, samples=samples))
     if json_out:
         print(summary.model_dump_json(indent=2))
     else:

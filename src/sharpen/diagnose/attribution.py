@@ -19,8 +19,10 @@ Where the corrected action comes from (a :data:`Fixer`):
   the replay to show); in an environment whose reference is one answer
   (``reference_solution``: code, sql), submitting that answer, which is the reference agent's
   action from any state. A step whose action already is the fix is not tried.
-- a fixer of your own: any ``(env, task, actions, k) -> Action | None`` — e.g. an action
-  resampled from a model given the conversation so far (not built in).
+- ``resample`` (:class:`~sharpen.diagnose.resample.ModelFix`): the action a model takes at
+  step ``k`` given the stored conversation so far — the run's own model resampled at
+  temperature 1, or, from Python, another (a stronger) model.
+- a fixer of your own: any async ``(env, trajectory, actions, k) -> Action | None``.
 
 Before any counterfactual, the trajectory is replayed as stored and compared byte for byte
 (:func:`~sharpen.diagnose.replay.divergence`); one that does not replay is reported
@@ -32,7 +34,7 @@ environment never saw them) and are not candidates. Trajectories of several tria
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -68,10 +70,11 @@ not the agent's), ``not_replayable`` (the environment says so), ``diverged`` (it
 differs from what was stored), ``no_fix`` (the fixer had no action for any step),
 ``several_trials``."""
 
-Fixer = Callable[[Environment, TaskSpec, Sequence[Action], int], Action | None]
-"""``(env, task, actions, k)``: the corrected action at step ``k`` of a trajectory whose
-actions were ``actions``, or ``None`` when there is none. ``env`` is the run's environment,
-built but not reset (read its reference; do not play it)."""
+Fixer = Callable[[Environment, Trajectory, Sequence[Action], int], Awaitable[Action | None]]
+"""``await fixer(env, trajectory, actions, k)``: the corrected action at step ``k`` of
+``trajectory``, whose replayed actions are ``actions``, or ``None`` when there is none.
+``env`` is the run's environment, built but not reset (read its reference and tools; do not
+play it)."""
 
 
 def reference_fix(env: Environment, task: TaskSpec, actions: Sequence[Action],
@@ -91,8 +94,14 @@ def reference_fix(env: Environment, task: TaskSpec, actions: Sequence[Action],
     return Action(tool=tool.name, arguments={tool.text_argument: solution})
 
 
-FIXERS: dict[str, Fixer] = {"reference": reference_fix}
-"""The built-in fixers by name (``sharpen attribute --fix``)."""
+async def by_reference(env: Environment, trajectory: Trajectory, actions: Sequence[Action],
+                       k: int) -> Action | None:
+    """:func:`reference_fix` as a :data:`Fixer`."""
+    return reference_fix(env, trajectory.task, actions, k)
+
+
+FIXERS = ("reference", "resample")
+"""The built-in fixers' names (``sharpen attribute --fix``)."""
 
 
 class Attempt(BaseModel):
@@ -128,7 +137,7 @@ class Attribution(BaseModel):
     """Why there is no decisive step (divergence, non-replayability)."""
 
 
-async def attribute(trajectory: Trajectory, env_ref: PluginRef, fixer: Fixer = reference_fix,
+async def attribute(trajectory: Trajectory, env_ref: PluginRef, fixer: Fixer = by_reference,
                     registry: Registry = REGISTRY) -> Attribution:
     """Attribute ``trajectory`` (a stored one of a run whose environment is ``env_ref``) with
     corrections from ``fixer`` (see the module doc)."""
@@ -157,7 +166,7 @@ async def attribute(trajectory: Trajectory, env_ref: PluginRef, fixer: Fixer = r
     env = run_env(env_ref, registry)
     try:
         for k in range(len(actions)):
-            fix = fixer(env, trajectory.task, actions, k)
+            fix = await fixer(env, trajectory, actions, k)
             if fix is None or fix == actions[k]:
                 continue
             counter = [*actions[:k], fix, *actions[k + 1:]]
@@ -255,26 +264,42 @@ def failed(trajectory: Trajectory) -> bool:
 async def attribute_run(store: Store, run_id: str, fixer_name: str = "reference",
                         limit: int | None = None, registry: Registry = REGISTRY,
                         on_done: Callable[[Attribution, int, int], None] | None = None,
-                        ) -> AttributionSummary:
+                        samples: int = 1) -> AttributionSummary:
     """Attribute the failed trajectories of stored run ``run_id`` (the first ``limit``) with
-    the fixer :data:`FIXERS` names, on the run's environment (its manifest's ``env``); store
-    each decisive step once (:func:`finding`). ``on_done(attribution, done, total)`` is told
-    of each."""
-    fixer = FIXERS.get(fixer_name)
-    if fixer is None:
+    the fixer :data:`FIXERS` names (``resample``: the run's model, ``samples`` tries a step),
+    on the run's environment (its manifest's ``env``); store each decisive step once
+    (:func:`finding`). ``on_done(attribution, done, total)`` is told of each."""
+    if fixer_name not in FIXERS:
         raise UserError(f"unknown fix {fixer_name!r}", f"use one of {', '.join(FIXERS)}")
-    env_ref = store.get_run(run_id).manifest.env
+    run_record = store.get_run(run_id)
+    model = None
+    fixer: Fixer = by_reference
+    if fixer_name == "resample":
+        from sharpen.diagnose.resample import ModelFix
+        from sharpen.models.base import MODEL
+        from sharpen.runner.compose import NO_MODEL
+
+        spec = run_record.agent
+        if spec.model == NO_MODEL:  # the model ref of an agent that needs none
+            raise UserError(f"run {run_id}'s agent ({spec.agent.name}) uses no model to resample",
+                            "use --fix reference")
+        model = registry.create(MODEL, spec.model)
+        fixer = ModelFix(model, spec, samples)
     todo = [t for t in store.iter_trajectories(run_id) if failed(t)]
     todo = todo if limit is None else todo[:limit]
     results: list[Attribution] = []
     stored = 0
-    for t in todo:
-        a = await attribute(t, env_ref, fixer, registry)
-        results.append(a)
-        record = finding(t, a, fixer_name)
-        if record is not None and record.id not in {fb.id for fb in t.feedback}:
-            store.add_feedback(record)
-            stored += 1
-        if on_done is not None:
-            on_done(a, len(results), len(todo))
+    try:
+        for t in todo:
+            a = await attribute(t, run_record.manifest.env, fixer, registry)
+            results.append(a)
+            record = finding(t, a, fixer_name)
+            if record is not None and record.id not in {fb.id for fb in t.feedback}:
+                store.add_feedback(record)
+                stored += 1
+            if on_done is not None:
+                on_done(a, len(results), len(todo))
+    finally:
+        if model is not None:
+            await model.aclose()
     return summarise(run_id, fixer_name, results, stored)
