@@ -149,3 +149,17 @@ async def test_step_limit_stops_the_program(tmp_path: Path) -> None:
     assert_model_steps(traj, 1)
     assert traj.steps[0].truncated and "step limit" in traj.steps[0].info["limit"]
     assert traj.outcome is not None and traj.outcome.error_kind is None  # scored as it stands
+
+
+async def test_model_calls_are_steps_in_the_viewer(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi", reason="the viewer extra")
+    from fastapi.testclient import TestClient
+
+    from sharpen.viewer import create_app
+
+    url, traj = await play(tmp_path, "code", spec("tool_loop.py"))
+    page = TestClient(create_app(Store(url))).get(f"/t/{traj.id}")
+    assert page.status_code == 200
+    assert 'id="step-0"' in page.text and 'id="step-1"' in page.text
+    assert "You are an agent that acts only through the tools." in page.text  # its own prompt
+    assert f"tokens {traj.usage.input_tokens} in / {traj.usage.output_tokens} out" in page.text
