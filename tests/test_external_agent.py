@@ -5,12 +5,13 @@ by tests/record_external_cassette.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import sharpen
+from conftest import procs_with, sharpen
 from record_external_cassette import spec
 from servers import free_port
 
@@ -163,3 +164,26 @@ async def test_model_calls_are_steps_in_the_viewer(tmp_path: Path) -> None:
     assert 'id="step-0"' in page.text and 'id="step-1"' in page.text
     assert "You are an agent that acts only through the tools." in page.text  # its own prompt
     assert f"tokens {traj.usage.input_tokens} in / {traj.usage.output_tokens} out" in page.text
+
+
+async def test_requests_the_bridge_cannot_serve_are_refused_not_faults(tmp_path: Path) -> None:
+    _, traj = await play(tmp_path, "code", spec("bad_requests.py"))
+    assert traj.outcome is not None and traj.outcome.error_kind is None, traj.outcome
+    assert traj.usage.calls == 0
+    (step,) = traj.steps  # only its final answer, submitted
+    assert step.info["final_answer"] and step.action is not None
+
+
+async def test_cancelled_run_leaves_no_program_behind(tmp_path: Path) -> None:
+    marker = f"sharpen-external-test-{tmp_path.name}"
+    hang = [sys.executable, "-c", f"import time; time.sleep(120)  # {marker}"]
+    task = asyncio.ensure_future(play(tmp_path, "code", spec(hang)))  # type: ignore[arg-type]
+    for _ in range(200):
+        if procs_with(marker):
+            break
+        await asyncio.sleep(0.05)
+    assert procs_with(marker), "the program never started"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert procs_with(marker) == []
