@@ -31,7 +31,7 @@ inspect_ai = pytest.importorskip("inspect_ai")
 from inspect_ai import Task  # noqa: E402
 from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.dataset import Sample  # noqa: E402
-from inspect_ai.log import EvalLog, read_eval_log  # noqa: E402
+from inspect_ai.log import EvalLog, read_eval_log, write_eval_log  # noqa: E402
 from inspect_ai.model import ChatMessage, ModelOutput, ModelUsage, get_model  # noqa: E402
 from inspect_ai.scorer import includes, match, model_graded_qa  # noqa: E402
 from inspect_ai.solver import generate, system_message, use_tools  # noqa: E402
@@ -71,6 +71,10 @@ def mock_model(input: list[ChatMessage], tools: Any, tool_choice: Any, config: A
     return out
 
 
+SYSTEM = "Use the tool to add. " * 40
+"""Long: the transcript's model events hold it as an attachment; the messages whole."""
+
+
 @pytest.fixture(scope="module")
 def inspect_log(tmp_path_factory: pytest.TempPathFactory) -> EvalLog:
     """A log Inspect writes: 4 samples × 2 epochs, ``match`` first (b is answered wrongly,
@@ -79,7 +83,7 @@ def inspect_log(tmp_path_factory: pytest.TempPathFactory) -> EvalLog:
     task = Task(
         dataset=[Sample(input="add 1 2", target="3", id="a"), Sample(input="add 2 2", target="5", id="b"),
                  Sample(input="add 4 4", target="8", id="c"), Sample(input="add -1 4", target="3", id="d")],
-        solver=[system_message("Use the tool."), use_tools(add()), generate()],
+        solver=[system_message(SYSTEM), use_tools(add()), generate()],
         scorer=[match(), includes(), model_graded_qa(model=model)], epochs=2, name="tiny_add")
     logs = inspect_eval(task, model=model, log_dir=str(tmp_path_factory.mktemp("logs")),
                         display="none", fail_on_error=False)
@@ -113,6 +117,7 @@ def test_import_gives_inspects_accuracy_epochs_steps_and_feedback(
     assert sorted((t.task.id, t.epoch) for t in ts) == [(i, e) for i in "abcd" for e in (0, 1)]
     a0 = next(t for t in ts if t.task.id == "a" and t.epoch == 0)
     assert [m.role for m in a0.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert a0.messages[0].content == SYSTEM
     assert a0.steps[0].action == Action(tool="add", arguments={"x": 1, "y": 2})
     assert a0.steps[0].observation == "3" and a0.steps[1].action is None and a0.steps[1].terminated
     assert (a0.steps[0].usage.input_tokens, a0.steps[0].usage.output_tokens) == (10, 3)
@@ -245,6 +250,17 @@ def test_import_then_export_keeps_inspects_samples_scores_and_errors(
             assert s.scores["includes"].value == o.scores["includes"].value
             assert [m.role for m in s.messages] == [m.role for m in o.messages]
             assert s.target == o.target
+
+
+def test_a_json_log_imports_as_the_eval_log_does(inspect_log: EvalLog, tmp_path: Path) -> None:
+    as_json = tmp_path / "log.json"
+    write_eval_log(inspect_log, str(as_json))
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    [imported] = _json(sharpen("import", "inspect", str(as_json), "--json", "--store", store, cwd=tmp_path))
+    report = _json(sharpen("report", imported["run_id"], "--json", "--store", store, cwd=tmp_path))
+    assert imported["written"] == 8
+    assert report["accuracy"]["success"]["value"] == pytest.approx(
+        inspect_log.results.scores[0].metrics["accuracy"].value)
 
 
 def test_import_of_a_missing_or_foreign_file_says_what_to_give(tmp_path: Path) -> None:

@@ -31,7 +31,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from inspect_ai.log import EvalLog, EvalSample, read_eval_log
+from inspect_ai.log import (
+    EvalLog,
+    EvalSample,
+    EvalSampleSummary,
+    read_eval_log,
+    read_eval_log_sample_summaries,
+    read_eval_log_samples,
+)
 from pydantic import BaseModel
 
 from sharpen.core.agent_spec import AgentSpec
@@ -45,11 +52,14 @@ from sharpen.core.registry import PluginRef
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Trajectory
 from sharpen.interop.inspect_messages import from_inspect, scalar, steps_of, usage_of, verdict
-from sharpen.runner.summary import RunSummary
+from sharpen.runner.summary import SummaryBuilder
 from sharpen.store import RunStatus, Store
 
 ENV_PREFIX = "inspect:"
 """Imported runs' environment is ``inspect:<task>``."""
+
+BATCH = 200
+"""Trajectories stored per transaction while a log's samples stream in."""
 
 
 class Imported(BaseModel):
@@ -91,21 +101,23 @@ def is_model_graded(scorer: str) -> bool:
     return "model_graded" in scorer
 
 
-def read_log(path: str | Path) -> EvalLog:
-    """The log at ``path`` with its samples; a UserError when it cannot be read or has none."""
+def read_header(path: str | Path) -> tuple[EvalLog, list[EvalSampleSummary]]:
+    """The log's header (no samples) and its sample summaries; a UserError when it cannot be
+    read or has no samples."""
     p = Path(path)
     if not p.exists():
         raise UserError(f"no Inspect log at {p}", "give the path of a .eval or .json log "
                         "(Inspect writes them under ./logs)")
     try:
-        log = read_eval_log(str(p))
+        header = read_eval_log(str(p), header_only=True)
+        summaries = read_eval_log_sample_summaries(str(p))
     except Exception as exc:  # whatever the reader fails on, it is the file (or its version)
         raise UserError(f"{p} is not an Inspect log Inspect {_version()} can read: {exc}",
                         "check the file, or read it with the Inspect version that wrote it") from exc
-    if not log.samples:
+    if not summaries:
         raise UserError(f"Inspect log {p} has no samples",
                         "import a log written with samples (Inspect's log_samples on)")
-    return log
+    return header, summaries
 
 
 def _version() -> str:
@@ -128,22 +140,19 @@ def agent_spec_of(log: EvalLog) -> AgentSpec:
     )
 
 
-def primary_scorer(log: EvalLog) -> str | None:
+def primary_scorer(log: EvalLog, summaries: list[EvalSampleSummary]) -> str | None:
     """The name of the scorer whose value is the outcome: the log's first result, else the
     first score any sample has."""
     if log.results is not None and log.results.scores:
         return log.results.scores[0].name
-    for s in log.samples or []:
-        if s.scores:
-            return next(iter(s.scores))
-    return None
+    return next((next(iter(s.scores)) for s in summaries if s.scores), None)
 
 
-def tasks_of(log: EvalLog) -> list[TaskSpec]:
-    """One task per sample id, in the dataset's order."""
+def tasks_of(log: EvalLog, summaries: list[EvalSampleSummary]) -> list[TaskSpec]:
+    """One task per sample id, in the dataset's order (metadata as the summaries hold it)."""
     env = ENV_PREFIX + log.eval.task
     seen: dict[str, TaskSpec] = {}
-    for s in log.samples or []:
+    for s in summaries:
         key = str(s.id)
         if key not in seen:
             target = s.target if isinstance(s.target, str) else list(s.target)
@@ -207,16 +216,23 @@ def _status(log: EvalLog) -> RunStatus:
     return {"success": "finished", "error": "failed"}.get(log.status, "interrupted")  # type: ignore[return-value]
 
 
+def _save(store: Store, batch: list[Trajectory], tally: SummaryBuilder) -> int:
+    """Store ``batch`` in one transaction, count it in ``tally``; how many were new."""
+    for t in batch:
+        tally.add(t)
+    return sum(store.save_trajectories(batch))
+
+
 def import_log(store: Store, path: str | Path) -> Imported:
     """Store the Inspect log at ``path`` as a run (see the module docstring); importing the
     same log again changes nothing."""
-    log = read_log(path)
+    log, summaries = read_header(path)
     spec = agent_spec_of(log)
-    tasks = tasks_of(log)
+    tasks = tasks_of(log, summaries)
     by_id = {t.id: t for t in tasks}
     run_id = content_hash({"inspect_eval_id": log.eval.eval_id}, 12)
-    primary = primary_scorer(log)
-    epochs = max([log.eval.config.epochs or 1, *(s.epoch for s in log.samples or [])])
+    primary = primary_scorer(log, summaries)
+    epochs = max([log.eval.config.epochs or 1, *(s.epoch for s in summaries)])
     manifest = RunManifest(
         run_id=run_id, created_at=_time(log.eval.created) or datetime.now(UTC),
         env=PluginRef(name=ENV_PREFIX + log.eval.task, args=_json_safe(log.eval.task_args or {})),
@@ -231,16 +247,22 @@ def import_log(store: Store, path: str | Path) -> Imported:
                "model": log.eval.model, "scorer": primary, "inspect_status": log.status},
     )
     store.create_run(manifest, spec, tasks)
-    trajectories = [trajectory_of(log, s, run_id, by_id[str(s.id)], spec.hash(), primary)
-                    for s in log.samples or []]
-    written = sum(store.save_trajectories(trajectories))
+    # Samples stream from the log and are stored in batches: memory stays flat on big logs.
+    # Attachments (content Inspect stores once and refers to) resolved in the core fields.
+    tally, written, batch = SummaryBuilder(), 0, []
+    samples = read_eval_log_samples(str(path), all_samples_required=False, resolve_attachments="core")
+    for sample in samples:
+        batch.append(trajectory_of(log, sample, run_id, by_id[str(sample.id)], spec.hash(), primary))
+        if len(batch) == BATCH:
+            written += _save(store, batch, tally)
+            batch = []
+    written += _save(store, batch, tally)
     started, ended = _time(log.stats.started_at), _time(log.stats.completed_at)
     wall = (ended - started).total_seconds() if started and ended else 0.0
-    summary = RunSummary.of(run_id, trajectories, wall)
-    store.set_run_status(run_id, _status(log), summary.model_dump(mode="json"))
+    store.set_run_status(run_id, _status(log), tally.build(run_id, wall).model_dump(mode="json"))
     accuracy = None
     if log.results is not None and log.results.scores and "accuracy" in log.results.scores[0].metrics:
         accuracy = log.results.scores[0].metrics["accuracy"].value
     return Imported(run_id=run_id, log=str(path), task=log.eval.task, model=log.eval.model,
-                    samples=len(log.samples or []), written=written, scorer=primary,
+                    samples=len(summaries), written=written, scorer=primary,
                     accuracy=accuracy)
