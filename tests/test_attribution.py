@@ -241,3 +241,28 @@ def test_a_resampled_fix_from_the_embedded_model(tmp_path: Path) -> None:
     assert all(a.action.tool == "act" and isinstance(a.action.arguments.get("command"), str)
                for a in result.attempts)
     assert result.status == "no_flip" or result.decisive_step is not None
+
+
+def test_a_trajectory_whose_observations_alone_differ_is_attributed_with_a_note(
+        tmp_path: Path) -> None:
+    # `pwd` prints each fresh sandbox's own directory, so the replay's text differs; rewards,
+    # info and the outcome replay, and the decisive step (the reference command skipped) is
+    # found all the same.
+    registry = Registry()
+    registry.add("agent", "plan", PlanAgent)
+    env_ref = PluginRef(name="shell")
+    env = registry.create("env", env_ref)
+    task = env.list_tasks("test", limit=1)[0]
+    ref = reference(env, task)
+    plan = [Action(tool="run", arguments={"command": "pwd"}), ref[-1]]  # pwd, then done
+    spec = AgentSpec(agent=PluginRef(name="plan", args={
+        "plans": {task.id: [a.model_dump() for a in plan]}}), model=PluginRef(name="none"))
+    store = Store(f"sqlite:///{tmp_path / 'pwd.db'}")
+    summary = asyncio.run(Runner(store, progress=False, registry=registry).run(
+        RunConfig(env=env_ref, agent=spec, tasks=[task])))
+    (t,) = store.iter_trajectories(summary.run_id)
+    assert t.outcome is not None and not t.outcome.success
+    result = asyncio.run(attribute(t, env_ref))
+    assert result.status == "flipped" and result.decisive_step == 0
+    assert result.corrected == ref[0] and result.note.startswith("observations differ")
+    assert "step 0 observation" in result.note

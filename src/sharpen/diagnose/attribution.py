@@ -25,8 +25,11 @@ Where the corrected action comes from (a :data:`Fixer`):
 - a fixer of your own: any async ``(env, trajectory, actions, k) -> Action | None``.
 
 Before any counterfactual, the trajectory is replayed as stored and compared byte for byte
-(:func:`~sharpen.diagnose.replay.divergence`); one that does not replay is reported
-``diverged`` and not attributed. Steps whose reply held no action are not replayed (the
+(:func:`~sharpen.diagnose.replay.divergence`); one whose rewards, info, flags or outcome do
+not replay is reported ``diverged`` and not attributed. One whose observations alone differ
+(a shell command that prints the sandbox's path or the clock) is attributed, with a note
+saying so: the later actions are kept as played, so no observation changes them, and the
+verdict is on the environment's state, which did replay. Steps whose reply held no action are not replayed (the
 environment never saw them) and are not candidates. Trajectories of several trials
 (``reflexion``) are not attributed.
 """
@@ -157,10 +160,14 @@ async def attribute(trajectory: Trajectory, env_ref: PluginRef, fixer: Fixer = b
         return out
     gap = divergence(trajectory, stored)
     if gap is not None:
-        out.status = "diverged"
         out.note = (f"step {gap.step} {gap.field}: stored {gap.stored[:80]!r}, "
                     f"replayed {gap.replayed[:80]!r}")
-        return out
+        if divergence(trajectory, stored, ignore=("observation",)) is not None:
+            out.status = "diverged"
+            return out
+        # Only the text differs (a sandbox path, a clock): rewards, info and the outcome
+        # replay, and the later actions are kept as played, so no observation changes them.
+        out.note = "observations differ, attributed on the rest: " + out.note
     indexes = [i for i, _ in trials[0]]
     actions = [a for _, a in trials[0]]
     env = run_env(env_ref, registry)

@@ -162,9 +162,11 @@ def _fields(step: Step | StepResult) -> dict[str, str]:
             "info": info_json(step.info)}
 
 
-def divergence(trajectory: Trajectory, rebuilt: Replay) -> Divergence | None:
+def divergence(trajectory: Trajectory, rebuilt: Replay,
+               ignore: Sequence[str] = ()) -> Divergence | None:
     """The first place where ``rebuilt`` differs from ``trajectory``'s stored steps (see the
-    module doc for what is compared), or ``None`` when they are identical."""
+    module doc for what is compared), or ``None`` when they are identical; the step fields
+    named in ``ignore`` (e.g. ``observation``) are not compared."""
     stored = [s for s in trajectory.steps if s.action is not None]
     for s, r in zip(stored, rebuilt.steps, strict=False):
         want, got = _fields(s), _fields(r.result)
@@ -172,6 +174,8 @@ def divergence(trajectory: Trajectory, rebuilt: Replay) -> Divergence | None:
             want.pop("truncated")
             got.pop("truncated")
         for name, value in want.items():
+            if name in ignore:
+                continue
             if got[name] != value:
                 return Divergence(step=s.index, field=name, stored=value, replayed=got[name])
     if len(stored) != len(rebuilt.steps):
