@@ -108,6 +108,7 @@ async def test_actions_without_call_ids_solve_toolshop(tmp_path: Path) -> None:
     assert [s.action.tool for s in traj.steps if s.action] == ["cancel_order", "finish"]
     assert traj.steps[0].action is not None  # the first action went on the model's step
     assert traj.steps[-1].terminated
+    assert traj.messages[-1].content == traj.steps[-1].observation  # the conversation's end
     assert traj.outcome is not None and traj.outcome.success is True
     assert_reported(url, tmp_path, traj, success=1.0)
 

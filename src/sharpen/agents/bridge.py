@@ -294,8 +294,12 @@ class Bridge:
                 self._stop(exc)
                 return _error(500, f"environment fault: {exc!r}", "sharpen_fault")
             call_id = body.get("tool_call_id")
-            step.messages.append(Message(role="tool", tool_call_id=call_id, content=observation)
-                                 if call_id else Message(role="user", content=observation))
+            answer = (Message(role="tool", tool_call_id=call_id, content=observation)
+                      if call_id else Message(role="user", content=observation))
+            step.messages.append(answer)
+            # Until the next model call brings the program's own view, the conversation ends
+            # with this answer.
+            self.trajectory.messages.append(answer)
         return Response.of_json({"observation": observation, "reward": step.reward,
                                  "terminated": step.terminated, "truncated": step.truncated,
                                  "invalid": step.invalid_action is not None})
