@@ -29,9 +29,9 @@ Before any counterfactual, the trajectory is replayed as stored and compared byt
 not replay is reported ``diverged`` and not attributed. One whose observations alone differ
 (a shell command that prints the sandbox's path or the clock) is attributed, with a note
 saying so: the later actions are kept as played, so no observation changes them, and the
-verdict is on the environment's state, which did replay. Steps whose reply held no action are not replayed (the
-environment never saw them) and are not candidates. Trajectories of several trials
-(``reflexion``) are not attributed.
+verdict is on the environment's state, which did replay. Steps whose reply held no action
+are not replayed (the environment never saw them) and are not candidates. Trajectories of
+several trials (``reflexion``) are not attributed.
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ Status = Literal["flipped", "no_flip", "not_failed", "not_replayable", "diverged
                  "no_fix", "several_trials"]
 """How attributing one trajectory ended: ``flipped`` (a decisive step found), ``no_flip``
 (fixes were tried and none turned it into a success), ``not_failed`` (solved, or an error
-not the agent's), ``not_replayable`` (the environment says so), ``diverged`` (its replay
-differs from what was stored), ``no_fix`` (the fixer had no action for any step),
-``several_trials``."""
+not the agent's), ``not_replayable`` (the environment says so), ``diverged`` (its rewards,
+flags, info or outcome replay differently from what was stored), ``no_fix`` (the fixer had
+no action for any step), ``several_trials``."""
 
 Fixer = Callable[[Environment, Trajectory, Sequence[Action], int], Awaitable[Action | None]]
 """``await fixer(env, trajectory, actions, k)``: the corrected action at step ``k`` of
