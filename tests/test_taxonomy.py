@@ -261,6 +261,41 @@ def test_cli_taxonomy_table_and_json(tmp_path: Path) -> None:
     assert res.returncode == 0 and json.loads(res.stdout)["taxonomy"] is None
 
 
+def test_groups_named_by_the_embedded_model_replayed(tmp_path: Path) -> None:
+    # SmolLM2-135M's names, recorded by tests/record_taxonomy_cassette.py: poor ("The kitchen"
+    # for the step-limit group), but the mechanics hold — every group renamed, nothing else.
+    import record_taxonomy_cassette as rec
+
+    assert rec.CASSETTE.is_file(), "record it: .venv/bin/python tests/record_taxonomy_cassette.py"
+    plain, named = asyncio.run(rec.named("replay"))
+    assert named.named_with == "local/smollm2-135m-instruct"
+    assert all(g.named_by == "model" for g in named.groups)
+    assert len({g.name for g in named.groups}) == len(named.groups)
+    keep = {"name", "named_by"}
+    assert [g.model_dump(exclude=keep) for g in named.groups] == \
+        [g.model_dump(exclude=keep) for g in plain.groups]
+    # A reply that is no name (blank once trimmed) keeps the group's term name.
+    lines = [json.loads(line) for line in rec.CASSETTE.read_text().splitlines()]
+    for line in lines:
+        line["completion"]["message"]["content"] = '{"name": " . . "}'
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    from sharpen.diagnose.taxonomy_names import name_groups
+    from sharpen.judges.runner import build_judge_model
+
+    async def go() -> Taxonomy:
+        model = build_judge_model(PluginRef(name="replay", args={"cassette": str(blank),
+                                                                 "latency_s": 0}))
+        try:
+            return await name_groups(plain, model)
+        finally:
+            await model.aclose()
+
+    kept = asyncio.run(go())
+    assert [g.name for g in kept.groups] == [g.name for g in plain.groups]
+    assert all(g.named_by == "terms" for g in kept.groups)
+
+
 def test_embed_without_the_extra_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
@@ -270,6 +305,23 @@ def test_embed_without_the_extra_says_how_to_install_it(monkeypatch: pytest.Monk
     with pytest.raises(UserError) as err:
         assignment(corpus(per_kind=1), "embed")
     assert "sharpen[diagnose]" in str(err.value)
+
+
+@pytest.mark.slow
+def test_cli_names_groups_with_the_embedded_model(tmp_path: Path) -> None:
+    env = {"SHARPEN_STORE": f"sqlite:///{tmp_path / 's.db'}"}
+    res = sharpen("run", "code", "-E", "source=generated", "--agent-name", "null", "--tasks", "2",
+                  cwd=tmp_path, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    res = sharpen("diagnose", "latest", "--json", "--name-with", "local", "--name-arg",
+                  "n_threads=1", cwd=tmp_path, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    tax = json.loads(res.stdout)["taxonomy"]
+    assert tax["named_with"] == "local/smollm2-135m-instruct" and len(tax["groups"]) == 1
+    assert tax["groups"][0]["named_by"] in ("model", "terms") and tax["groups"][0]["name"]
+    res = sharpen("diagnose", "latest", "--name-with", "local", "--name-arg", "n_threads=1",
+                  cwd=tmp_path, env=env, timeout=300)
+    assert res.returncode == 0 and "named by local/smollm2-135m-instruct" in res.stdout
 
 
 @pytest.mark.slow

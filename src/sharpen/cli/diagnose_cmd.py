@@ -51,7 +51,8 @@ def render(d: Diagnosis, console: Console) -> None:
 
 def render_taxonomy(t: Taxonomy, console: Console) -> None:
     """Print the failure taxonomy: one row per group, most common first."""
-    title = (f"Failure taxonomy ({t.method}): {_n(t.failures, 'failed attempt')}, "
+    named = f", named by {t.named_with}" if t.named_with else ""
+    title = (f"Failure taxonomy ({t.method}{named}): {_n(t.failures, 'failed attempt')}, "
              f"{_n(t.distinct, 'distinct signature')}, {_n(len(t.groups), 'group')}; each "
              "group's share of the failures, 95% Wilson CI (points)")
     console.print(f"{title}\n  {t.rule}", highlight=False)
@@ -68,6 +69,26 @@ def render_taxonomy(t: Taxonomy, console: Console) -> None:
     console.print(fit(table, console))
 
 
+def _named(t: Taxonomy, model: str, args: list[str] | None) -> Taxonomy:
+    """``t`` with its groups named by ``model`` (``--name-with``)."""
+    from sharpen.cli.options import model_ref, parse_kv
+    from sharpen.core.agent_spec import AgentSpec
+    from sharpen.diagnose.taxonomy_names import name_groups
+    from sharpen.judges.runner import build_judge_model
+    from sharpen.runner.signals import run_sync
+
+    chat = build_judge_model(model_ref(AgentSpec(name="diagnose"), model, None, None,
+                                       parse_kv(args, "--name-arg")))
+
+    async def go() -> Taxonomy:
+        try:
+            return await name_groups(t, chat)
+        finally:
+            await chat.aclose()
+
+    return run_sync(go())
+
+
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'s' * (count != 1)}"
 
@@ -78,8 +99,13 @@ def diagnose(
         "--detector", "-d", help="A detector to run (repeatable; default: every built-in). "
         "`sharpen plugins detector` lists them.")] = None,
     taxonomy: Annotated[Choice, typer.Option(
-        "--taxonomy", help="Group the failed attempts by signature: TF-IDF (default), sentence embeddings "
-        "(the diagnose extra), or none.")] = "tfidf",
+        "--taxonomy", help="Group the failed attempts by signature: TF-IDF (default), "
+        "sentence embeddings (the diagnose extra), or none.")] = "tfidf",
+    name_with: Annotated[str | None, typer.Option(
+        "--name-with", help="A model that names the taxonomy's groups (e.g. local); without "
+        "it, groups are named by their detectors and top terms.")] = None,
+    name_arg: Annotated[list[str] | None, typer.Option(
+        "--name-arg", help="KEY=VALUE for the --name-with model (repeatable).")] = None,
     json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
@@ -91,6 +117,8 @@ def diagnose(
     st = open_store(store)
     rid = st.resolve_run(run)
     result = diagnose_run(st, rid, detector or None, taxonomy=taxonomy)
+    if name_with is not None and result.taxonomy is not None:
+        result.taxonomy = _named(result.taxonomy, name_with, name_arg)
     if json_out:
         print(result.model_dump_json(indent=2))
     else:

@@ -102,6 +102,9 @@ class FailureGroup(BaseModel):
     """Ids of trajectories in it."""
     signature: str = ""
     """The most common signature in it, clipped."""
+    named_by: Literal["terms", "model"] = "terms"
+    """Where ``name`` came from: the detectors and top terms, or a judge model
+    (:mod:`sharpen.diagnose.taxonomy_names`)."""
 
 
 class Taxonomy(BaseModel):
@@ -117,6 +120,8 @@ class Taxonomy(BaseModel):
     silhouette: float | None = None
     """Mean silhouette of the chosen grouping; ``None`` where none was computed."""
     groups: list[FailureGroup] = Field(default_factory=list)
+    named_with: str | None = None
+    """The model that named the groups, if one did."""
 
 
 def mask(text: str) -> str:
@@ -223,7 +228,7 @@ def grouping(signatures: Sequence[Signature], method: Method = "tfidf",
         groups.append((_group(signatures, idx, n, picked[:TOP_TERMS],
                               [texts[max(points, key=lambda p: weights[p])]]), label))
     groups.sort(key=lambda gl: (-gl[0].count, gl[0].name))
-    _unique_names([g for g, _ in groups])
+    unique_names([g for g, _ in groups])
     place = {label: i for i, (_, label) in enumerate(groups)}
     tax = Taxonomy(method=method, failures=n, distinct=len(texts), rule=rule, silhouette=sil,
                    groups=[g for g, _ in groups])
@@ -348,7 +353,7 @@ def _distinct_terms(top: list[str]) -> list[str]:
     return picked
 
 
-def _unique_names(groups: list[FailureGroup]) -> None:
+def unique_names(groups: list[FailureGroup]) -> None:
     """Make the groups' names distinct by adding their next term (or a number)."""
     taken: dict[str, int] = {}
     for g in groups:
