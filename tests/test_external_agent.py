@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import procs_with, sharpen
 from record_external_cassette import spec
-from servers import free_port
+from servers import free_port, llama_server_fixture
 
 from sharpen.api import arun
 from sharpen.core.agent_spec import AgentSpec
@@ -24,6 +24,7 @@ from sharpen.runner.retry import RetryPolicy
 from sharpen.store import Store
 
 pytestmark = pytest.mark.asyncio
+llama_server = llama_server_fixture(n_threads=1)
 
 
 async def play(tmp_path: Path, env: str, agent: AgentSpec, **kw: object) -> tuple[str, Trajectory]:
@@ -34,14 +35,15 @@ async def play(tmp_path: Path, env: str, agent: AgentSpec, **kw: object) -> tupl
     return url, traj
 
 
-def assert_model_steps(traj: Trajectory, calls: int) -> None:
-    """``calls`` model calls, each a step with a reply and its usage."""
+def assert_model_steps(traj: Trajectory, calls: int, priced: bool = True) -> None:
+    """``calls`` model calls, each a step with a reply and its usage (and a known cost when
+    the model is ``priced``)."""
     with_calls = [s for s in traj.steps if s.usage.calls]
     assert len(with_calls) == calls == traj.usage.calls
     for s in with_calls:
         assert s.messages[0].role == "assistant"
         assert s.usage.calls == 1 and s.usage.input_tokens > 0 and s.usage.output_tokens > 0
-        assert s.usage.cost_usd is not None
+        assert (s.usage.cost_usd is not None) is priced
     assert traj.usage.input_tokens == sum(s.usage.input_tokens for s in traj.steps)
 
 
@@ -88,6 +90,7 @@ async def test_tool_loop_on_code_maps_tool_calls_to_actions(tmp_path: Path) -> N
     # The embedded model has no native tools: its fenced reply came back as a tool call,
     # which the program executed at SHARPEN_TOOL_URL — one env.step on the reply's step.
     call = first.messages[0].tool_calls[0]
+    assert first.info["tools"] == second.info["tools"] == "text"
     assert call.name == "submit" and first.action is not None and first.action.tool == "submit"
     assert first.messages[1].role == "tool" and first.messages[1].tool_call_id == call.id
     assert first.messages[1].content == first.observation and "tests passed" in first.observation
@@ -188,3 +191,17 @@ async def test_cancelled_run_leaves_no_program_behind(tmp_path: Path) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert procs_with(marker) == []
+
+
+@pytest.mark.slow
+async def test_tool_loop_through_a_real_server_with_native_tools(tmp_path: Path,
+                                                                 llama_server: str) -> None:
+    """The run's model is llama-cpp-python's server with native tools: the request's tools go
+    to it as tools, not as the text protocol."""
+    agent = spec("tool_loop.py").model_copy(update={"model": PluginRef(
+        name="openai", args={"base_url": llama_server, "model": "smollm2", "structured": "none"})})
+    _, traj = await play(tmp_path, "code", agent)
+    assert traj.outcome is not None and traj.outcome.error_kind is None, traj.outcome
+    assert traj.usage.calls >= 1
+    assert_model_steps(traj, traj.usage.calls, priced=False)  # no price for a local server
+    assert traj.steps[0].info["tools"] == "native"

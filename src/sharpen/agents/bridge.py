@@ -13,7 +13,8 @@ Routes (served by :mod:`sharpen.agents.bridge_http` on loopback):
   A model without native tools still gets tool calls: the tools are described in the system
   message by the text protocol (:mod:`sharpen.agents.text_protocol`), earlier calls and
   results are written back as text, and a reply that parses as an action is returned as an
-  OpenAI tool call (finish reason ``tool_calls``).
+  OpenAI tool call (finish reason ``tool_calls``); ``Step.info["tools"]`` says which way
+  (``native`` or ``text``).
 - ``POST /sharpen/tool`` — ``{"name", "arguments", "tool_call_id"?}``: one environment action
   (``env.step``), answered ``{"observation", "reward", "terminated", "truncated",
   "invalid"}``. It is recorded on the step whose reply made that call (matched by
@@ -52,6 +53,11 @@ PARAMS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 ROLES: dict[Any, Role] = {"system": "system", "developer": "system", "user": "user",
                           "assistant": "assistant", "tool": "tool"}
 """OpenAI roles and the sharpen role each is read as."""
+
+
+TOOLS_INFO = "tools"
+"""``Step.info`` key of a call that offered tools: how they reached the model, ``native``
+(as tools) or ``text`` (described by the text protocol, the reply parsed back)."""
 
 
 class BadRequest(ValueError):
@@ -205,7 +211,9 @@ class Bridge:
         if tools and not native and not reply.tool_calls:
             reply, finish = self._as_tool_call(reply, tools, completion,
                                                f"call_{len(self.trajectory.steps)}")
-        self._record(messages, reply, completion)
+        step = self._record(messages, reply, completion)
+        if tools:
+            step.info[TOOLS_INFO] = "native" if native else "text"
         payload = self._completion_json(reply, finish, completion)
         if body.get("stream"):
             return self._stream(payload, bool((body.get("stream_options") or {}).get("include_usage")))
@@ -225,7 +233,7 @@ class Bridge:
                         arguments=action.arguments)
         return Message(role="assistant", content=None, tool_calls=[call]), "tool_calls"
 
-    def _record(self, messages: list[Message], reply: Message, completion: Completion) -> None:
+    def _record(self, messages: list[Message], reply: Message, completion: Completion) -> Step:
         traj = self.trajectory
         step = Step(index=len(traj.steps), messages=[reply], usage=completion.usage,
                     model_seconds=completion.latency_s)
@@ -238,6 +246,7 @@ class Bridge:
             step.info["limit"] = reason
             self.limit = reason
             self.stopped.set()
+        return step
 
     def _limit_hit(self) -> str | None:
         limits, usage = self.spec.limits, self.trajectory.usage
@@ -288,11 +297,13 @@ class Bridge:
         action = Action(tool=body["name"], arguments=_arguments(body.get("arguments")))
         async with self._env_lock:
             step = self._step_for(body.get("tool_call_id"))
+            ours = dict(step.info)  # apply_action sets the env's info; keep the bridge's too
             try:
                 observation = await apply_action(self.env, self.trajectory, step, action)
             except Exception as exc:  # noqa: BLE001 — the environment's fault, stored as env
                 self._stop(exc)
                 return _error(500, f"environment fault: {exc!r}", "sharpen_fault")
+            step.info.update(ours)
             call_id = body.get("tool_call_id")
             answer = (Message(role="tool", tool_call_id=call_id, content=observation)
                       if call_id else Message(role="user", content=observation))

@@ -198,8 +198,9 @@ class ExternalAgent(BaseAgent):
         else:
             step = Step(index=len(steps), messages=[Message(role="assistant", content=answer)])
             steps.append(step)
+        ours = dict(step.info)
         observation = await apply_action(env, trajectory, step, action)
-        step.info["final_answer"] = True  # after apply_action, which sets the env's info
+        step.info.update(ours, final_answer=True)  # apply_action set the env's info
         step.messages.append(Message(role="user", content=observation))
         trajectory.messages.append(Message(role="user", content=observation))
 
