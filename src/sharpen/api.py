@@ -44,6 +44,7 @@ from sharpen.improvement import launch
 from sharpen.improvement.budget import Budget
 from sharpen.improvement.engine import EngineConfig
 from sharpen.improvement.experiment import ExperimentConfig, ExperimentResult
+from sharpen.improvement.objective import parse_objective
 from sharpen.judges.runner import JudgeSummary
 from sharpen.models.base import MODEL
 from sharpen.runner import RetryPolicy, RunConfig, Runner, RunSummary
@@ -358,7 +359,8 @@ async def aimprove(
     seed: int = 0, task_seed: int = 0, folder: str | os.PathLike[str] | None = None,
     resume: bool = False, fresh: bool = False, concurrency: int = 1, store: StoreLike = None,
     progress: bool = False, on_event: Callable[[str], None] | None = None,
-    registry: Registry = REGISTRY,
+    registry: Registry = REGISTRY, objective: str = "success",
+    judge_model: RefLike | None = None,
 ) -> ExperimentResult:
     """Improve a seed spec on ``env``'s train/val tasks within a budget, then score the seed
     and each proposer's winner on ``test`` held-out tasks; what ``sharpen improve`` does.
@@ -370,9 +372,15 @@ async def aimprove(
     SQLite store); an existing checkpoint needs ``resume=True`` (continue) or ``fresh=True``
     (start over). ``on_event`` receives one line per engine event (``print`` shows them).
     ``result.results[0]`` is the main proposer's outcome; ``.comparison.verdict`` says in
-    words whether its winner beat the seed on test."""
+    words whether its winner beat the seed on test success. ``objective`` is what the engine
+    maximises, as ``--objective``: ``"success"`` or ``"judge:J[:CRITERION]"`` (the judge's
+    model ``judge_model``, default the seed's); with a judge, ``.objective_comparison`` is
+    the held-out difference on it (docs/improve.md, "Objectives")."""
     spec = _spec(agent, model, registry)
     config = ExperimentConfig(
+        objective=parse_objective(
+            objective, seed_model=spec.model, registry=registry,
+            judge_model=None if judge_model is None else _ref(judge_model, "judge_model")),
         env=_env_ref(env, env_args), seed_spec=spec, proposer=_ref(proposer, "proposer"),
         baselines=[_ref(b, "baseline") for b in baselines], train=train, val=val, test=test,
         task_seed=task_seed,
@@ -397,7 +405,8 @@ def improve(
     seed: int = 0, task_seed: int = 0, folder: str | os.PathLike[str] | None = None,
     resume: bool = False, fresh: bool = False, concurrency: int = 1, store: StoreLike = None,
     progress: bool = False, on_event: Callable[[str], None] | None = None,
-    registry: Registry = REGISTRY,
+    registry: Registry = REGISTRY, objective: str = "success",
+    judge_model: RefLike | None = None,
 ) -> ExperimentResult:
     """:func:`aimprove` in its own event loop (see there); inside a running loop (a
     notebook), a UserError that says to ``await sharpen.aimprove(...)``."""
@@ -408,4 +417,4 @@ def improve(
         budget_rollouts=budget_rollouts, budget_tokens=budget_tokens, budget_usd=budget_usd,
         minibatch=minibatch, seed=seed, task_seed=task_seed, folder=folder, resume=resume,
         fresh=fresh, concurrency=concurrency, store=store, progress=progress, on_event=on_event,
-        registry=registry))
+        registry=registry, objective=objective, judge_model=judge_model))

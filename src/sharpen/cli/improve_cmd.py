@@ -32,6 +32,7 @@ from sharpen.improvement import launch
 from sharpen.improvement.budget import Budget, preflight
 from sharpen.improvement.engine import EngineConfig
 from sharpen.improvement.experiment import ExperimentConfig, ExperimentResult
+from sharpen.improvement.objective import parse_objective
 from sharpen.improvement.report import plot_curves, render, verdict_line
 from sharpen.runner.signals import Terminated, run_sync
 
@@ -98,6 +99,14 @@ def improve(
     minibatch: Annotated[int, typer.Option(min=1, help="Training tasks per gate.")] = 4,
     seed: Annotated[int, typer.Option(help="Engine seed (parents, minibatches, sampling).")] = 0,
     task_seed: Annotated[int, typer.Option(help="Seed of the generated task lists.")] = 0,
+    objective: Annotated[str, typer.Option(
+        "--objective", help="What to maximise: success, or judge:J[:CRITERION] with J a rubric "
+        "file (e.g. from `sharpen induce`), rubric:NAME or a registered pointwise judge; the "
+        "judge's score in [0, 1] then decides gates, validation and the held-out verdict, "
+        "with success reported beside it.")] = "success",
+    judge_model: Annotated[str | None, typer.Option(
+        "--judge-model", help="The objective judge's model backend (default: the seed spec's "
+        "model).")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Write the winning AgentSpec here (YAML; `sharpen run --agent` loads it).")
     ] = None,
@@ -121,7 +130,10 @@ def improve(
     spec = with_decoding(spec, decoding)
     refs = [PluginRef(name=proposer, args=parse_kv(proposer_arg, "--proposer-arg"))]
     refs += [PluginRef(name=b.strip()) for b in baselines.split(",") if b.strip()]
+    jmodel = None if judge_model is None else model_ref(AgentSpec(name="judge"), judge_model,
+                                                        None, None, {})
     config = ExperimentConfig(
+        objective=parse_objective(objective, seed_model=spec.model, judge_model=jmodel),
         env=PluginRef(name=env, args=parse_kv(env_arg, "--env-arg")), seed_spec=spec,
         proposer=refs[0], baselines=refs[1:], train=train, val=val, test=test, task_seed=task_seed,
         engine=EngineConfig(budget=Budget(rollouts=budget_rollouts, tokens=budget_tokens, usd=budget_usd),

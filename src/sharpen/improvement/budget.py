@@ -24,7 +24,7 @@ class Budget(BaseModel):
     rollouts: int | None = 200
     """Episodes run on train and val (gates and validation), test excluded."""
     tokens: int | None = None
-    """Tokens (input + output) of rollouts and proposer calls together."""
+    """Tokens (input + output) of rollouts, proposer calls and an objective's judge together."""
     usd: float | None = None
     """Dollars of rollouts and proposer calls (calls of unknown price count as 0 here and
     are reported as unknown)."""
@@ -56,21 +56,26 @@ class Spend(BaseModel):
     """Tokens and cost of those episodes."""
     proposer_usage: Usage = Usage()
     """Tokens and cost of proposer calls (including invalid proposals)."""
+    judge_usage: Usage = Usage()
+    """Tokens and cost of the objective's judge on train and val (none for ``success``)."""
 
     @property
     def tokens(self) -> int:
-        """All tokens, rollouts and proposers."""
-        return self.rollout_usage.total_tokens + self.proposer_usage.total_tokens
+        """All tokens: rollouts, proposers and the objective's judge."""
+        return (self.rollout_usage.total_tokens + self.proposer_usage.total_tokens
+                + self.judge_usage.total_tokens)
 
     @property
     def usd(self) -> float:
-        """Known dollars, rollouts and proposers."""
-        return (self.rollout_usage.cost_usd or 0.0) + (self.proposer_usage.cost_usd or 0.0)
+        """Known dollars: rollouts, proposers and the objective's judge."""
+        return ((self.rollout_usage.cost_usd or 0.0) + (self.proposer_usage.cost_usd or 0.0)
+                + (self.judge_usage.cost_usd or 0.0))
 
     @property
     def cost_unknown(self) -> bool:
         """Whether some call had no known price."""
-        return self.rollout_usage.cost_usd is None or self.proposer_usage.cost_usd is None
+        return (self.rollout_usage.cost_usd is None or self.proposer_usage.cost_usd is None
+                or self.judge_usage.cost_usd is None)
 
     def exhausted(self, budget: Budget, next_rollouts: int = 0) -> str | None:
         """Why ``budget`` cannot afford ``next_rollouts`` more episodes, or ``None``."""

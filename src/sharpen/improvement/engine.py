@@ -8,9 +8,14 @@ One iteration:
    parent's rejection log; an invalid proposal (truncated, ``<think>``, too long, unchanged,
    a repeat of a rejected child) is retried up to ``max_invalid`` times, spending tokens but
    no rollouts;
-4. **gate**: evaluate the child on the same minibatch with the same seeds; it must solve
-   strictly more tasks than its parent, else it goes to the parent's rejection log;
+4. **gate**: evaluate the child on the same minibatch with the same seeds; it must score
+   strictly higher than its parent on the objective (with ``success``: solve more tasks),
+   else it goes to the parent's rejection log;
 5. evaluate the winner on the validation split and archive it.
+
+Every score is the objective's (:mod:`sharpen.improvement.objective`), read from the
+evaluator's records: a task the objective left unscored (a judge error) is out of the gate's
+comparison and of the candidate's validation scores, and counted in the account.
 
 The engine never sees the test split: it gets training and validation tasks only (the
 :class:`~sharpen.improvement.experiment.Experiment` scores test outside the budget). State is
@@ -30,7 +35,7 @@ from sharpen.core.messages import Usage
 from sharpen.core.task import TaskSpec
 from sharpen.improvement.budget import Budget
 from sharpen.improvement.candidate import Candidate
-from sharpen.improvement.evaluate import Evaluator
+from sharpen.improvement.evaluate import Evaluation, Evaluator, paired_totals
 from sharpen.improvement.proposal import (
     InvalidProposal,
     NothingToPropose,
@@ -114,10 +119,19 @@ class Engine:
         self.state.proposer_state = self.proposer.state()
         self.state.save(self.checkpoint)
 
-    async def _evaluate(self, spec: AgentSpec, tasks: Sequence[TaskSpec], split: str, who: str):
+    async def _evaluate(self, spec: AgentSpec, tasks: Sequence[TaskSpec], split: str,
+                        who: str) -> Evaluation:
         ev = await self.evaluator.evaluate(spec, tasks, split, who)
         self._charge_rollouts(ev.new_rollouts, ev.new_usage)
+        self.state.spend.judge_usage = self.state.spend.judge_usage + ev.new_judge_usage
+        self.state.account.judge_errors += ev.new_judge_errors
         return ev
+
+    @staticmethod
+    def _val_scores(tasks: Sequence[TaskSpec], ev: Evaluation) -> dict[str, float]:
+        """Objective score per validation task hash; unscored tasks are left out."""
+        return {t.hash(): r.score for t, r in zip(tasks, ev.records, strict=True)
+                if r.score is not None}
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -129,9 +143,9 @@ class Engine:
             ev = await self._evaluate(self.seed_spec, self.val, "val", "seed")
             s.archive.add(Candidate(
                 spec=self.seed_spec, hash=ev.spec_hash, proposer="seed", change="the starting spec",
-                val={t.hash(): float(r.success) for t, r in zip(self.val, ev.records, strict=True)}))
+                val=self._val_scores(self.val, ev)))
             self._point(0)
-            self.on_event(f"seed: val {s.archive.best().val_score:.1%}")
+            self.on_event(f"seed: val {s.archive.best().val_score:.1%}{self._of()}")
             self._save(rng)
         m = min(self.config.minibatch, len(self.train))
         while s.stop_reason is None:
@@ -167,9 +181,10 @@ class Engine:
         s.account.iterations += 1
         batch = rng.sample(self.train, m)
         parent_ev = await self._evaluate(parent.spec, batch, "train", "parent")
-        if parent_ev.successes == m:
+        if parent_ev.perfect:
             s.account.skipped += 1
-            self.on_event(f"#{it}: parent {parent.hash[:8]} solved the whole minibatch; skipped")
+            self.on_event(f"#{it}: parent {parent.hash[:8]} has the best score on the whole "
+                          "minibatch; skipped")
             return True
         ctx = ProposalContext(
             parent=parent, minibatch=self.evaluator.trajectories(parent_ev),
@@ -185,26 +200,36 @@ class Engine:
             return False
         child = proposal.spec
         child_ev = await self._evaluate(child, batch, "train", "gate: child")
-        accepted = child_ev.successes > parent_ev.successes
+        parent_score, child_score = paired_totals(parent_ev, child_ev)
+        accepted = child_score > parent_score
         self.proposer.observe(parent, proposal, accepted)
         if not accepted:
             s.account.gated_out += 1
+            success = self.evaluator.objective.label() == "success"
             s.rejected.setdefault(parent.hash, []).append(Rejection(
                 child_hash=child.hash(), change=proposal.change, parent_successes=parent_ev.successes,
-                child_successes=child_ev.successes, minibatch=m))
+                child_successes=child_ev.successes, minibatch=m,
+                parent_score=None if success else parent_score,
+                child_score=None if success else child_score))
             self.on_event(f"#{it}: {proposal.change} — gated out "
-                          f"({child_ev.successes}/{m} vs parent {parent_ev.successes}/{m})")
+                          f"({child_score:g}/{m} vs parent {parent_score:g}/{m}{self._of()})")
             return True
         val_ev = await self._evaluate(child, self.val, "val", "child")
         s.archive.add(Candidate(
             spec=child, hash=child.hash(), proposer=self.proposer_name, change=proposal.change,
             iteration=it,
-            val={t.hash(): float(r.success) for t, r in zip(self.val, val_ev.records, strict=True)}))
+            val=self._val_scores(self.val, val_ev)))
         s.account.accepted += 1
         self._point(it)
         self.on_event(f"#{it}: {proposal.change} — accepted, val "
-                      f"{s.archive.get(child.hash()).val_score:.1%} (best {s.archive.best().val_score:.1%})")
+                      f"{s.archive.get(child.hash()).val_score:.1%} (best {s.archive.best().val_score:.1%})"
+                      f"{self._of()}")
         return True
+
+    def _of(self) -> str:
+        """`` on OBJECTIVE`` after a score that is not success, else nothing."""
+        label = self.evaluator.objective.label()
+        return "" if label == "success" else f" on {label}"
 
     async def _propose(self, ctx: ProposalContext) -> Proposal | None:
         """A validated proposal, or ``None`` after ``max_invalid`` + 1 invalid ones."""

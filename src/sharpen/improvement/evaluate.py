@@ -6,19 +6,24 @@ share one base seed, so a task gets the same sampling seed whichever spec plays 
 and its parent are compared on the same minibatch with the same seeds. A (spec, task) pair
 already evaluated is served from the cache and costs no rollout; the cache is part of the
 engine's checkpoint, so a resumed run spends exactly what an uninterrupted one would.
+
+Each new run is scored by the experiment's :class:`~sharpen.improvement.objective.Objective`
+(success unless ``--objective`` names a judge): the record keeps that score beside success.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.messages import Usage
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Trajectory
+from sharpen.improvement.objective import Objective, SuccessObjective, succeeded
 from sharpen.models.base import ChatModel
 from sharpen.runner.config import RunConfig
 from sharpen.runner.runner import Runner
@@ -46,6 +51,25 @@ class EvalRecord(BaseModel):
     trials: int = 1
     """Environment episodes it played (:attr:`~sharpen.core.trajectory.Trajectory.trials`:
     more than one for an agent that retries, such as ``reflexion``)."""
+    score: float | None = None
+    """The objective's score in [0, 1] (:mod:`sharpen.improvement.objective`); ``None``: the
+    task is unscored (a judge error). Records written before objectives existed read their
+    success."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _score_of_old_records(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "score" not in data and "success" in data:
+            return {**data, "score": float(bool(data["success"]))}
+        return data
+
+
+def paired_totals(a: Evaluation, b: Evaluation) -> tuple[float, float]:
+    """``a``'s and ``b``'s summed scores over the tasks both have a score on (same tasks, in
+    the same order): how a gate compares a child with its parent."""
+    pairs = [(x.score, y.score) for x, y in zip(a.records, b.records, strict=True)
+             if x.score is not None and y.score is not None]
+    return sum(x for x, _ in pairs), sum(y for _, y in pairs)
 
 
 class Evaluation(BaseModel):
@@ -60,11 +84,20 @@ class Evaluation(BaseModel):
     task, or each attempt of an agent that retries."""
     new_usage: Usage = Field(default_factory=Usage)
     """Usage of those episodes."""
+    new_judge_usage: Usage = Field(default_factory=Usage)
+    """Usage of the objective's judge on those episodes (none for ``success``)."""
+    new_judge_errors: int = 0
+    """Of those episodes, the ones the objective left unscored (judge errors)."""
 
     @property
     def successes(self) -> int:
         """Successful tasks."""
         return sum(r.success for r in self.records)
+
+    @property
+    def perfect(self) -> bool:
+        """Whether every task has the objective's best score (1)."""
+        return all(r.score == 1.0 for r in self.records)
 
 
 class Evaluator:
@@ -75,7 +108,7 @@ class Evaluator:
         labels: dict[str, str] | None = None,
         model_factory: Callable[[RunConfig], ChatModel] | None = None,
         cache: dict[str, EvalRecord] | None = None, progress: bool = False,
-        registry: Registry = REGISTRY,
+        registry: Registry = REGISTRY, objective: Objective | None = None,
     ) -> None:
         self.store = store
         self.env = env
@@ -86,6 +119,7 @@ class Evaluator:
         self.runner = Runner(store, progress=progress, transient=True, model_factory=model_factory,
                              registry=registry)
         self.cache: dict[str, EvalRecord] = cache if cache is not None else {}
+        self.objective: Objective = objective or SuccessObjective()
 
     @staticmethod
     def key(spec_hash: str, task: TaskSpec) -> str:
@@ -101,6 +135,7 @@ class Evaluator:
         # A task listed twice is run once (its record serves both places).
         missing = list({self.key(h, t): t for t in tasks if self.key(h, t) not in self.cache}.values())
         new_usage, new_rollouts = Usage(), 0
+        judge_usage, judge_errors = Usage(), 0
         if missing:
             config = RunConfig(
                 env=self.env, agent=spec, tasks=missing, epochs=1, seed=self.seed,
@@ -108,15 +143,19 @@ class Evaluator:
             )
             summary = await self.runner.run(config, resume=True, label=f"{who} {h[:8]} on {split}")
             # Steps too: they tell how many trials an episode played.
-            for t in self.store.iter_trajectories(summary.run_id):
-                ok = bool(t.outcome and t.outcome.success and t.outcome.counts)
+            played = list(self.store.iter_trajectories(summary.run_id))
+            scored = await self.objective.score(self.store, summary.run_id, played)
+            judge_usage, judge_errors = scored.usage, scored.judge_errors
+            for t in played:
                 self.cache[self.key(h, t.task)] = EvalRecord(
-                    run_id=summary.run_id, trajectory_id=t.id, success=ok, usage=t.usage,
-                    trials=t.trials)
+                    run_id=summary.run_id, trajectory_id=t.id, success=succeeded(t),
+                    usage=t.usage, trials=t.trials, score=scored.scores[t.id])
                 new_usage = new_usage + t.usage
                 new_rollouts += t.trials
         records = [self.cache[self.key(h, t)] for t in tasks]
-        return Evaluation(spec_hash=h, records=records, new_rollouts=new_rollouts, new_usage=new_usage)
+        return Evaluation(spec_hash=h, records=records, new_rollouts=new_rollouts,
+                          new_usage=new_usage, new_judge_usage=judge_usage,
+                          new_judge_errors=judge_errors)
 
     def trajectories(self, evaluation: Evaluation) -> list[Trajectory]:
         """The stored trajectories of ``evaluation``, steps included, in task order."""

@@ -11,6 +11,11 @@
    "no detectable difference" with the smallest detectable effect. The report also gives
    the val→test gap, the winner's lineage, its tokens per task next to the baseline's, and
    the anytime curve.
+4. With an objective other than success (``--objective judge:...``,
+   :mod:`sharpen.improvement.objective`) every score above is the objective's, the held-out
+   verdict is the objective's paired difference
+   (:func:`sharpen.stats.judge_compare.compare_scores`) and success is compared beside it
+   as in 3 — never left out.
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ from sharpen.improvement.candidate import Candidate
 from sharpen.improvement.engine import Engine, EngineConfig
 from sharpen.improvement.evaluate import Evaluation, Evaluator
 from sharpen.improvement.models import SharedModels
+from sharpen.improvement.objective import Objective, ObjectiveSpec, build_objective
 from sharpen.improvement.proposal import PROPOSER
 from sharpen.improvement.state import Account, CurvePoint
+from sharpen.stats.judge_compare import JudgeComparison, compare_scores
 from sharpen.stats.paired import PairedComparison, compare_pair
 from sharpen.stats.taskdata import TaskTable
 from sharpen.store.aggregate import run_aggregate
@@ -68,10 +75,16 @@ class ExperimentConfig(BaseModel):
     """Seed of ``list_tasks`` (which generated tasks each split holds)."""
     proposer_model: PluginRef | None = None
     """Model proposers write with; default: the seed spec's model."""
+    objective: ObjectiveSpec = Field(default_factory=ObjectiveSpec)
+    """What the engine maximises (default: success)."""
 
     def experiment_id(self) -> str:
-        """Content hash of the config (12 hex digits)."""
-        return content_hash(self.model_dump(mode="json"))[:12]
+        """Content hash of the config (12 hex digits). The default objective is left out of
+        it, so experiments from before objectives existed keep their ids (and folders)."""
+        data = self.model_dump(mode="json")
+        if self.objective.is_success:
+            data.pop("objective")
+        return content_hash(data)[:12]
 
 
 class LineageEntry(BaseModel):
@@ -84,7 +97,7 @@ class LineageEntry(BaseModel):
     change: str
     """What changed."""
     val_score: float
-    """Its validation success."""
+    """Its validation score on the objective (success by default)."""
     iteration: int
     """When it was accepted."""
 
@@ -107,9 +120,9 @@ class ProposerResult(BaseModel):
     lineage: list[LineageEntry]
     """Seed → … → winner."""
     val_score: float
-    """Winner's validation success."""
+    """Winner's validation score on the objective (success by default)."""
     test_score: float
-    """Winner's test success."""
+    """Winner's test score on the objective (its mean over scored tasks)."""
     test_run: str
     """Run id of the winner's test evaluation."""
     tokens_per_task: float
@@ -117,7 +130,17 @@ class ProposerResult(BaseModel):
     rollouts_per_task: float = 1.0
     """Winner's mean environment episodes per test task (above 1 for an agent that retries)."""
     comparison: PairedComparison
-    """Winner vs seed on test."""
+    """Winner vs seed on test success (whatever the objective)."""
+    test_success: float | None = None
+    """Winner's test success (``None`` in results written before objectives: the same as
+    ``test_score``)."""
+    objective_comparison: JudgeComparison | None = None
+    """Winner vs seed on test on the objective, paired on the tasks both were scored on;
+    ``None`` when the objective is success (``comparison`` is then the objective's)."""
+    test_judge_errors: int = 0
+    """Winner's test episodes the objective's judge left unscored."""
+    objective: str = "success"
+    """The objective's label (``success``, ``judge:rubric:NAME``, ...)."""
     rollouts_to_best: int
     """Rollouts spent when the winner was accepted."""
     curve: list[CurvePoint]
@@ -128,7 +151,7 @@ class ProposerResult(BaseModel):
 
     @property
     def val_test_gap(self) -> float:
-        """Validation minus test success of the winner (positive: it overfit validation)."""
+        """Validation minus test score of the winner (positive: it overfit validation)."""
         return self.val_score - self.test_score
 
 
@@ -140,7 +163,11 @@ class ExperimentResult(BaseModel):
     config: ExperimentConfig
     """The config."""
     baseline_test_score: float
-    """Seed spec's test success."""
+    """Seed spec's test score on the objective (success by default)."""
+    baseline_test_success: float | None = None
+    """Seed spec's test success (``None`` in results written before objectives)."""
+    baseline_judge_errors: int = 0
+    """Seed spec's test episodes the objective's judge left unscored."""
     baseline_run: str
     """Run id of the seed's test evaluation."""
     baseline_tokens_per_task: float
@@ -179,6 +206,21 @@ def _rollouts_per_task(ev: Evaluation) -> float:
     return float(np.mean([r.trials for r in ev.records])) if ev.records else 0.0
 
 
+def _mean_score(ev: Evaluation) -> float:
+    """Mean objective score over the tasks it scored (0 when none was)."""
+    scores = [r.score for r in ev.records if r.score is not None]
+    return float(np.mean(scores)) if scores else 0.0
+
+
+def _objective_values(ev: Evaluation, tasks: list[TaskSpec]) -> dict[str, list[float | bool]]:
+    """Task hash → ``[score]`` for the scored tasks; 0/1 scores as booleans, so that a
+    yes/no objective is tested as success is (McNemar)."""
+    scored = {t.hash(): r.score for t, r in zip(tasks, ev.records, strict=True)
+              if r.score is not None}
+    binary = all(v in (0.0, 1.0) for v in scored.values())
+    return {h: [bool(v) if binary else v] for h, v in scored.items()}
+
+
 class Experiment:
     """Runs an :class:`ExperimentConfig` into ``store``, checkpointing under ``folder``.
     Proposers are built from ``registry`` (the default one unless a caller brings its own)."""
@@ -197,12 +239,16 @@ class Experiment:
         self.progress = progress
         """A progress bar with ETA per evaluation (the CLI's; off for library callers)."""
         self.id = config.experiment_id()
+        judge = config.objective.judge
+        self.objective: Objective = build_objective(
+            config.objective, None if judge is None else self.models.get(judge.model), registry)
+        """Scores every evaluation, train, val and test alike."""
 
     def _evaluator(self, role: str) -> Evaluator:
         return Evaluator(self.store, self.config.env, seed=self.config.engine.seed,
                          concurrency=self.concurrency, model_factory=self.models,
                          labels={"experiment": self.id, "role": role}, progress=self.progress,
-                         registry=self.registry)
+                         registry=self.registry, objective=self.objective)
 
     async def run(self) -> ExperimentResult:
         """Run every engine (continuing checkpoints), then score test; the folder gets the
@@ -238,7 +284,9 @@ class Experiment:
         for ref, engine in engines:
             results.append(await self._result(ref, engine, tester, tasks["test"], base_ev, base_table))
         result = ExperimentResult(
-            experiment_id=self.id, config=c, baseline_test_score=base_ev.successes / len(tasks["test"]),
+            experiment_id=self.id, config=c, baseline_test_score=_mean_score(base_ev),
+            baseline_test_success=base_ev.successes / len(tasks["test"]),
+            baseline_judge_errors=sum(r.score is None for r in base_ev.records),
             baseline_run=base_ev.records[0].run_id, baseline_tokens_per_task=_tokens_per_task(base_ev),
             baseline_rollouts_per_task=_rollouts_per_task(base_ev),
             results=results,
@@ -261,13 +309,23 @@ class Experiment:
         table = self._table(ev)
         cmp = compare_pair(base_table, table, np.random.default_rng(engine.config.seed),
                            label_a="seed", label_b=ref.name)
+        objective_cmp = None
+        if not self.config.objective.is_success:
+            key = ("objective", self.objective.label())
+            objective_cmp = compare_scores(
+                {key: _objective_values(base_ev, test)}, {key: _objective_values(ev, test)},
+                np.random.default_rng(engine.config.seed), run_a=base_ev.records[0].run_id,
+                run_b=ev.records[0].run_id, label_a="seed", label_b=ref.name)[0]
         lineage = [LineageEntry(hash=x.hash, proposer=x.proposer, change=x.change,
                                 val_score=x.val_score, iteration=x.iteration)
                    for x in s.archive.lineage(winner.hash)]
         return ProposerResult(
             proposer=ref, stop_reason=s.stop_reason or "", account=s.account, spend=s.spend,
             archive_size=len(s.archive.candidates), winner=winner.spec, lineage=lineage,
-            val_score=winner.val_score, test_score=ev.successes / len(test),
+            val_score=winner.val_score, test_score=_mean_score(ev),
+            test_success=ev.successes / len(test), objective_comparison=objective_cmp,
+            test_judge_errors=sum(r.score is None for r in ev.records),
+            objective=self.objective.label(),
             test_run=ev.records[0].run_id, tokens_per_task=_tokens_per_task(ev),
             rollouts_per_task=_rollouts_per_task(ev), comparison=cmp,
             rollouts_to_best=s.rollouts_to(winner), curve=s.curve,

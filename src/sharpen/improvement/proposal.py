@@ -71,6 +71,11 @@ class Rejection(BaseModel):
     """Child's successes on the same minibatch."""
     minibatch: int
     """Minibatch size."""
+    parent_score: float | None = None
+    """Parent's summed objective score on the minibatch tasks both were scored on, when the
+    objective is not success (:mod:`sharpen.improvement.objective`)."""
+    child_score: float | None = None
+    """Child's summed objective score on the same tasks (set with ``parent_score``)."""
 
 
 class Proposal(BaseModel):

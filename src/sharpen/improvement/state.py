@@ -36,6 +36,9 @@ class Account(BaseModel):
     """Children that did not beat their parent on the minibatch."""
     accepted: int = 0
     """Children that won their gate and were validated and archived."""
+    judge_errors: int = 0
+    """Train and val episodes the objective's judge left unscored (error kind ``judge``);
+    always 0 with ``success``."""
 
 
 class CurvePoint(BaseModel):

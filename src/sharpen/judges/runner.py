@@ -117,10 +117,11 @@ RUBRICS = Path(__file__).with_name("rubrics")
 """Rubrics shipped with sharpen, named ``rubric:NAME`` (``rubric:solved``)."""
 
 
-def resolve_judge(text: str) -> PluginRef:
+def resolve_judge(text: str, registry: Registry = REGISTRY) -> PluginRef:
     """``--judge``: a rubric file (YAML with ``criteria``), a shipped rubric ``rubric:NAME``,
-    or a registered judge name. A rubric becomes ``{name: rubric, args: {rubric: ...}}`` —
-    its content, not its path, so the judge's hash changes when the rubric does."""
+    or a judge name registered in ``registry``. A rubric becomes ``{name: rubric, args:
+    {rubric: ...}}`` — its content, not its path, so the judge's hash changes when the
+    rubric does."""
     from sharpen.judges.rubric import Rubric
 
     if text.startswith("rubric:"):
@@ -132,7 +133,7 @@ def resolve_judge(text: str) -> PluginRef:
     if text.endswith((".yaml", ".yml", ".json")) or Path(text).is_file():
         rubric = Rubric.load(text)
         return PluginRef(name="rubric", args={"rubric": rubric.model_dump(mode="json")})
-    REGISTRY.get(JUDGE, text)  # unknown names fail here, with suggestions
+    registry.get(JUDGE, text)  # unknown names fail here, with suggestions
     return PluginRef(name=text)
 
 
