@@ -205,3 +205,9 @@ async def test_tool_loop_through_a_real_server_with_native_tools(tmp_path: Path,
     assert traj.usage.calls >= 1
     assert_model_steps(traj, traj.usage.calls, priced=False)  # no price for a local server
     assert traj.steps[0].info["tools"] == "native"
+
+
+async def test_a_command_that_cannot_start_stops_the_run(tmp_path: Path) -> None:
+    missing = [str(tmp_path / "no-such-agent")]
+    with pytest.raises(UserError, match="cannot start"):
+        await play(tmp_path, "code", spec(missing))  # type: ignore[arg-type]

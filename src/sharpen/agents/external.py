@@ -42,7 +42,9 @@ crashes or exits non-zero fails the episode as the agent's (:class:`~sharpen.cor
 error kind ``agent``, with the tail of its stderr). A fault of the model (an ``InfraError``
 after retries) or of the proxy makes the episode ``infra``, whatever the program did next. A
 limit of the spec reached at the proxy (``max_steps`` model calls, tokens, dollars) stops the
-program and the episode is scored as it stands, like the tool agent's limits.
+program and the episode is scored as it stands, like the tool agent's limits. A command that
+cannot start at all (no such executable) is a :class:`~sharpen.core.errors.UserError`: it stops
+the run.
 """
 
 from __future__ import annotations
@@ -153,8 +155,10 @@ class ExternalAgent(BaseAgent):
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, cwd=self.cwd, env=env, start_new_session=True)
-        except OSError as exc:
-            raise AgentError(f"the agent program could not start: {exc}") from None
+        except OSError as exc:  # the same for every episode: a mistake in the config
+            raise UserError(f"the external agent's command {self.command!r} cannot start: {exc}",
+                            "fix agent args command (an executable on PATH, or a shell line)"
+                            ) from None
         talk = asyncio.ensure_future(proc.communicate(prompt.encode()))
         stop = asyncio.ensure_future(bridge.stopped.wait())
         try:
