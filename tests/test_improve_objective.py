@@ -24,10 +24,13 @@ from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.hashing import content_hash
+from sharpen.core.messages import Usage
 from sharpen.core.registry import PluginRef, Registry
 from sharpen.core.trajectory import Trajectory
 from sharpen.improvement.budget import Budget
+from sharpen.improvement.candidate import Archive, Candidate
 from sharpen.improvement.engine import EngineConfig
+from sharpen.improvement.evaluate import EvalRecord
 from sharpen.improvement.experiment import Experiment, ExperimentConfig, split_tasks
 from sharpen.improvement.models import SharedModels
 from sharpen.improvement.objective import ObjectiveSpec, parse_objective, scaled
@@ -198,3 +201,17 @@ def test_the_python_api_takes_an_objective(tmp_path: Path):
     assert r.objective == "judge:brevity" and r.winner.agent.name == "null"
     assert r.objective_comparison is not None and r.objective_comparison.difference == 1.0
     assert r.test_success == 0.0 and result.baseline_test_success == 1.0
+
+
+def test_unscored_tasks_are_left_out_and_old_records_read_their_success():
+    old = EvalRecord.model_validate({"run_id": "r", "trajectory_id": "t", "success": True,
+                                     "usage": {}})
+    assert old.score == 1.0  # a checkpoint from before objectives resumes as success
+    assert EvalRecord(run_id="r", trajectory_id="t", success=True, usage=Usage(),
+                      score=None).score is None
+    # b's judge failed on t1: b is compared on t2 alone. Read as a 0, that judge error would
+    # have tied b with a on t1 (a lead for b) and made b dominate a: front {b: 2}.
+    a = Candidate(spec=REFERENCE, hash="a", proposer="seed", val={"t1": 0.0, "t2": 0.0})
+    b = Candidate(spec=REFERENCE, hash="b", proposer="p", iteration=1, val={"t2": 0.5})
+    assert b.val_score == 0.5
+    assert Archive(candidates=[a, b]).front() == {"a": 1, "b": 1}

@@ -3,7 +3,9 @@
 Parent selection follows GEPA: a candidate is on the Pareto front when it is the best (ties
 included) on at least one validation task, and parents are drawn from the front with
 probability proportional to how many tasks each one leads — so a candidate that is the only
-one solving some task keeps getting chances even when its mean is lower.
+one solving some task keeps getting chances even when its mean is lower. Scores are the
+objective's (:mod:`sharpen.improvement.objective`); a task a candidate was not scored on (a
+judge error) is left out of its comparisons, never read as a 0.
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ class Candidate(BaseModel):
     iteration: int = 0
     """Engine iteration that accepted it (0 = seed)."""
     val: dict[str, float] = Field(default_factory=dict)
-    """Success per validation task hash."""
+    """Objective score (success by default) per validation task hash it was scored on."""
 
     @property
     def val_score(self) -> float:
-        """Mean validation success."""
+        """Mean validation score over the tasks it was scored on."""
         return sum(self.val.values()) / len(self.val) if self.val else 0.0
 
 
@@ -67,9 +69,10 @@ class Archive(BaseModel):
         tasks = sorted({t for c in self.candidates for t in c.val})
         wins: dict[str, int] = {}
         for t in tasks:
-            top = max(c.val.get(t, 0.0) for c in self.candidates)
-            for c in self.candidates:
-                if c.val.get(t, 0.0) == top:
+            scored = [c for c in self.candidates if t in c.val]
+            top = max(c.val[t] for c in scored)
+            for c in scored:
+                if c.val[t] == top:
                     wins[c.hash] = wins.get(c.hash, 0) + 1
         # A candidate that only ties on tasks everyone solves is still a leader there; drop
         # those that are dominated on every task by one other candidate.
@@ -80,8 +83,10 @@ class Archive(BaseModel):
         for other in self.candidates:
             if other.hash == spec_hash:
                 continue
-            ge = all(other.val.get(t, 0.0) >= v for t, v in me.val.items())
-            gt = any(other.val.get(t, 0.0) > v for t, v in me.val.items())
+            if any(t not in other.val for t in me.val):
+                continue  # no score where ``me`` has one: nothing shows ``other`` is as good
+            ge = all(other.val[t] >= v for t, v in me.val.items())
+            gt = any(other.val[t] > v for t, v in me.val.items())
             if ge and gt:
                 return True
         return False

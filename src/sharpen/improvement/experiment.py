@@ -334,7 +334,8 @@ class Experiment:
 
 
 def _discordant(seed: Candidate, winner: Candidate) -> tuple[int, int]:
-    """(validation tasks only ``seed`` solved, only ``winner`` solved)."""
-    tasks = seed.val.keys() | winner.val.keys()
-    return (sum(seed.val.get(t, 0.0) > winner.val.get(t, 0.0) for t in tasks),
-            sum(winner.val.get(t, 0.0) > seed.val.get(t, 0.0) for t in tasks))
+    """(validation tasks ``seed`` scored higher on, ``winner`` scored higher on), over the
+    tasks both were scored on (with success: only one of them solved)."""
+    tasks = seed.val.keys() & winner.val.keys()
+    return (sum(seed.val[t] > winner.val[t] for t in tasks),
+            sum(winner.val[t] > seed.val[t] for t in tasks))

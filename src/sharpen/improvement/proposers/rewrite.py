@@ -217,6 +217,10 @@ def rejection_lines(rejected: list[Rejection], limit_chars: int = 600) -> str:
     for r in reversed(rejected):
         line = (f"- {one_line(r.change, 200)} (solved {r.child_successes}/{r.minibatch}, "
                 f"no better than {r.parent_successes}/{r.minibatch})")
+        if r.child_score is not None and r.parent_score is not None:  # another objective
+            line = (f"- {one_line(r.change, 200)} (scored {r.child_score:g}/{r.minibatch} on "
+                    f"the objective, no better than {r.parent_score:g}/{r.minibatch}; solved "
+                    f"{r.child_successes} against {r.parent_successes})")
         if used + len(line) > limit_chars and out:
             out.append(f"- ({len(rejected) - len(out)} older ones left out)")
             break
