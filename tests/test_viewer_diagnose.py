@@ -18,6 +18,7 @@ pytest.importorskip("fastapi", reason="the viewer extra is not installed: pip in
 from fastapi.testclient import TestClient
 from test_detectors import run_agent
 
+from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.registry import REGISTRY, PluginRef
 from sharpen.diagnose.run import diagnose_run
 from sharpen.store.store import Store
@@ -49,6 +50,23 @@ def test_diagnosis_page_matches_the_command_and_writes_nothing(tmp_path: Path) -
     only = client.get(f"/runs/{run_id}/diagnose.json?detector=loop").json()
     assert [s["detector"]["name"] for s in only["d"]["detectors"]] == ["loop"]
     assert 'id="diagnose-link"' in client.get(f"/runs/{run_id}").text
+    # The stage funnel (code declares its stages), the taxonomy of the 4 failures, and no
+    # decisive step until one is stored.
+    assert shown["d"]["stages"]["env"] == "code" and 'class="stages"' in html
+    assert shown["d"]["taxonomy"]["failures"] == 4 and 'class="taxonomy"' in html
+    assert shown["d"]["decisive"] is None and "No decisive step stored" in html
+    t = next(iter(store.iter_trajectories(run_id, with_steps=False)))
+    store.add_feedback(Feedback(source="detector", name="decisive_step", value=0, rationale="r",
+                                target=FeedbackTarget(kind="step", run_id=run_id,
+                                                      trajectory_id=t.id, step_index=0)))
+    html = client.get(f"/runs/{run_id}/diagnose").text
+    assert "No decisive step stored" not in html and "decisive steps by step index" in html
+    # The trajectory page marks the step a finding is on, and only that step.
+    page = client.get(f"/t/{t.id}").text
+    assert page.count("has-finding") == 1 and 'data-findings="decisive_step"' in page
+    assert 'id="step-0"' in page.split("has-finding")[1][:80]
     bad = client.get(f"/runs/{run_id}/diagnose?detector=lop")
     assert bad.status_code == 404 and "did you mean" in bad.text and "loop" in bad.text
-    assert not store.has_feedback(run_id, "detector")
+    # Only the record stored above: the page itself wrote no finding.
+    assert [fb.name for t in store.iter_trajectories(run_id, with_steps=False)
+            for fb in t.feedback if fb.source == "detector"] == ["decisive_step"]

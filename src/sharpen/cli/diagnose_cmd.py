@@ -5,6 +5,7 @@ the same as JSON (``--json``). What each detector looks for: docs/diagnose.md.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
@@ -14,9 +15,11 @@ from rich.table import Table
 from sharpen.cli.diagnose_stages import render_stages
 from sharpen.cli.options import JsonOpt, StoreOpt, open_store
 from sharpen.cli.tables import fit
+from sharpen.diagnose.changes import Changes
+from sharpen.diagnose.decisive import DecisiveSteps
 from sharpen.diagnose.run import Diagnosis, Share
 from sharpen.diagnose.taxonomy import Choice, Taxonomy
-from sharpen.stats.rounding import interval_text
+from sharpen.stats.rounding import interval_text, p_cell
 
 
 def share_text(s: Share) -> str:
@@ -47,6 +50,31 @@ def render(d: Diagnosis, console: Console) -> None:
         render_stages(d.stages, console)
     if d.taxonomy is not None:
         render_taxonomy(d.taxonomy, console)
+    if d.decisive is not None:
+        render_decisive(d.decisive, console)
+
+
+def render_decisive(dec: DecisiveSteps, console: Console) -> None:
+    """Print the decisive-step histogram ``sharpen attribute`` left."""
+    steps = " · ".join(f"step {k}: {n}" for k, n in dec.by_step.items())
+    stages = " · ".join(f"{k}: {n}" for k, n in dec.by_stage.items())
+    console.print(f"Decisive steps (from `sharpen attribute`): {_n(dec.trajectories, 'trajectory')}"
+                  f"\n  by step: {steps}" + (f"\n  by stage: {stages}" if stages else ""),
+                  highlight=False)
+
+
+def render_changes(c: Changes, console: Console) -> None:
+    """Print what changed from run A to run B, detector by detector."""
+    table = Table(title=f"From {c.a_run[:12]} (A) to {c.b_run[:12]} (B) on {c.shared_tasks} "
+                  f"shared tasks ({c.only_a} only in A, {c.only_b} only in B): tasks whose failure "
+                  "mode B fixed or introduced; sign test of fixed against introduced",
+                  title_justify="left")
+    for col in ("detector", "A: attempts", "B: attempts", "fixed", "introduced", "kept", "p"):
+        table.add_column(col)
+    for r in c.detectors:
+        table.add_row(r.detector, share_text(r.a), share_text(r.b), str(r.fixed),
+                      str(r.introduced), str(r.kept), "—" if r.p_value is None else p_cell(r.p_value))
+    console.print(fit(table, console))
 
 
 def render_taxonomy(t: Taxonomy, console: Console) -> None:
@@ -106,12 +134,16 @@ def diagnose(
         "it, groups are named by their detectors and top terms.")] = None,
     name_arg: Annotated[list[str] | None, typer.Option(
         "--name-arg", help="KEY=VALUE for the --name-with model (repeatable).")] = None,
+    against: Annotated[str | None, typer.Option(
+        "--against", help="A second run (id, prefix or 'latest'), diagnosed too: what changed "
+        "from RUN to it, per detector — tasks fixed, introduced, kept.")] = None,
     json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
     """Find failure modes in a stored run: loops, stalls, invalid-action bursts, ignored errors,
     limit hits, context overflow and reward-hacking signatures, stored as feedback on their
-    steps, with counts and intervals."""
+    steps, with counts and intervals; stage metrics, a failure taxonomy, the decisive steps
+    `sharpen attribute` found, and with --against what changed between two runs."""
     from sharpen.diagnose.run import diagnose_run
 
     st = open_store(store)
@@ -119,7 +151,21 @@ def diagnose(
     result = diagnose_run(st, rid, detector or None, taxonomy=taxonomy)
     if name_with is not None and result.taxonomy is not None:
         result.taxonomy = _named(result.taxonomy, name_with, name_arg)
+    if against is None:
+        if json_out:
+            print(result.model_dump_json(indent=2))
+        else:
+            render(result, Console())
+        return
+    from sharpen.diagnose.changes import changes
+
+    other = diagnose_run(st, st.resolve_run(against), detector or None, taxonomy=taxonomy)
+    changed = changes(st, result, other)
     if json_out:
-        print(result.model_dump_json(indent=2))
-    else:
-        render(result, Console())
+        print(json.dumps({"a": result.model_dump(mode="json"), "b": other.model_dump(mode="json"),
+                          "changes": changed.model_dump(mode="json")}, indent=2))
+        return
+    console = Console()
+    render(result, console)
+    render(other, console)
+    render_changes(changed, console)

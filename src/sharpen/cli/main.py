@@ -48,7 +48,9 @@ COMMANDS: tuple[LazyCommand, ...] = (
     LazyCommand("diagnose", "sharpen.cli.diagnose_cmd", "diagnose",
                 "Find failure modes in a stored run: loops, stalls, invalid-action bursts, ignored "
                 "errors, limit hits, context overflow and reward-hacking signatures, stored as "
-                "feedback on their steps, with counts and intervals."),
+                "feedback on their steps, with counts and intervals; stage metrics, a failure "
+                "taxonomy, the decisive steps `sharpen attribute` found, and with --against what "
+                "changed between two runs."),
     LazyCommand("induce", "sharpen.cli.induce_cmd", "induce",
                 "Induce evaluation metrics from people's free-text comments on a run's "
                 "trajectories (AutoLibra), judge them, and report coverage and redundancy; write "

@@ -50,6 +50,7 @@ from sharpen.core.outcome import Outcome
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Action, Trajectory
+from sharpen.diagnose.decisive import NAME
 from sharpen.diagnose.replay import (
     NotReplayable,
     divergence,
@@ -61,9 +62,6 @@ from sharpen.diagnose.replay import (
 from sharpen.diagnose.run import Share, share
 from sharpen.envs.base import Environment
 from sharpen.store import Store
-
-NAME = "decisive_step"
-"""The ``name`` of the stored finding."""
 
 Status = Literal["flipped", "no_flip", "not_failed", "not_replayable", "diverged",
                  "no_fix", "several_trials"]

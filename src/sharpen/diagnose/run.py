@@ -21,6 +21,7 @@ from sharpen.core.hashing import content_hash
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.core.trajectory import Trajectory
 from sharpen.diagnose.base import DETECTOR, Detector, detector_info
+from sharpen.diagnose.decisive import DecisiveSteps, DecisiveTally
 from sharpen.diagnose.stages import StageReport, stage_collector
 from sharpen.diagnose.taxonomy import Choice, Signature, Taxonomy, build_taxonomy, signature
 from sharpen.stats.intervals import Interval, wilson
@@ -94,6 +95,9 @@ class Diagnosis(BaseModel):
     taxonomy: Taxonomy | None = None
     """The failed attempts grouped by their signature (:mod:`sharpen.diagnose.taxonomy`);
     ``None`` when not asked for."""
+    decisive: DecisiveSteps | None = None
+    """The decisive steps ``sharpen attribute`` stored for the run, by step and by stage
+    (:mod:`sharpen.diagnose.decisive`); ``None`` before any was stored."""
 
 
 def finding_id(detector: PluginRef | str, fb: Feedback, ordinal: int = 0) -> str:
@@ -162,6 +166,7 @@ def diagnose_run(store: Store, run_id: str,
     keyed = [(ref.hash(), ref, det) for ref, det in built]
     messages = any(detector_info(det).needs_messages for _, det in built)
     collector = stage_collector(store, run_id, registry) if stages else None
+    decisive = DecisiveTally(collector.env.stage if collector is not None else None)
     for trajectory in store.iter_trajectories(run_id, with_messages=messages):
         group = _group(trajectory)
         counts["all"] += 1
@@ -170,6 +175,7 @@ def diagnose_run(store: Store, run_id: str,
         held = {fb.id for fb in trajectory.feedback}
         if collector is not None:
             collector.add(trajectory)
+        decisive.add(trajectory)
         findings = detect_all(keyed, trajectory)
         if group == "failed" and taxonomy != "none":
             signatures.append(signature(trajectory, [fb for f in findings.values() for fb in f]))
@@ -202,7 +208,7 @@ def diagnose_run(store: Store, run_id: str,
                      trajectories=counts["all"], failed=counts["failed"],
                      solved=counts["solved"],
                      errored=counts["all"] - counts["failed"] - counts["solved"],
-                     stored=stored, detectors=summaries,
+                     stored=stored, detectors=summaries, decisive=decisive.result(),
                      taxonomy=None if taxonomy == "none" else build_taxonomy(signatures, taxonomy))
 
 

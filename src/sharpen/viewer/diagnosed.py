@@ -1,6 +1,7 @@
 """A run's diagnosis in the viewer: what each detector found — among failed and among solved
 attempts, with 95% Wilson intervals, a chart of the failed-attempt rates and example
-trajectories — as ``sharpen diagnose RUN`` prints it.
+trajectories — the stage funnel and its success predictor, the failure taxonomy and the
+decisive steps ``sharpen attribute`` stored, as ``sharpen diagnose RUN`` prints them.
 
 The page computes the diagnosis with :func:`sharpen.diagnose.run.diagnose_run` and
 ``save=False``: it reads the run and writes nothing (storing findings is the command's job),
@@ -14,7 +15,7 @@ from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 
 from sharpen.diagnose.base import detector_info
-from sharpen.diagnose.run import BUILTIN, build_detectors, diagnose_run
+from sharpen.diagnose.run import BUILTIN, Diagnosis, build_detectors, diagnose_run
 from sharpen.store.store import Store
 from sharpen.viewer import svg
 from sharpen.viewer.app import render
@@ -40,5 +41,29 @@ def diagnose_page(request: Request, run_ref: str, detector: str = "") -> Respons
              for s in d.detectors if s.failed.rate is not None]
     plot = svg.bars("failed attempts with a finding", items, y_label="share of failed") if items else ""
     ctx = {"run_id": run_id, "d": d, "info": info, "plot": Markup(plot), "builtin": BUILTIN,
-           "detector": detector.strip()}
+           "detector": detector.strip(), "stage_plot": Markup(_funnel(d)),
+           "decisive_plot": Markup(_decisive(d))}
     return render(request, "diagnose.html", ctx)
+
+
+def _funnel(d: Diagnosis) -> str:
+    """The stage funnel: per stage, the shares of failed (F) and solved (S) attempts that
+    reached it, with their intervals."""
+    if d.stages is None:
+        return ""
+    items = [(f"{s.stage} {tag}", rate, ci.low, ci.high)
+             for s in d.stages.summaries
+             for tag, rate, ci in (("F", s.reached_failed, s.reached_failed_ci),
+                                   ("S", s.reached_solved, s.reached_solved_ci))
+             if rate is not None]
+    return svg.bars("attempts reaching each stage", items, y_label="share reaching") if items else ""
+
+
+def _decisive(d: Diagnosis) -> str:
+    """The decisive steps by step index, as shares of the attributed trajectories (no
+    interval: it is a histogram, not an estimate)."""
+    if d.decisive is None:
+        return ""
+    n = d.decisive.trajectories
+    items = [(f"step {k}", c / n, c / n, c / n) for k, c in d.decisive.by_step.items()]
+    return svg.bars("decisive steps", items, y_label="share of attributed")
