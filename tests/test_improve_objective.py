@@ -12,11 +12,14 @@ sandbox, the runner stores every episode, and judge_run stores every judgement.
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import sharpen
+from fastapi.testclient import TestClient
 from rich.console import Console
 
 import sharpen as sharpen_api
@@ -32,6 +35,7 @@ from sharpen.improvement.candidate import Archive, Candidate
 from sharpen.improvement.engine import EngineConfig
 from sharpen.improvement.evaluate import EvalRecord
 from sharpen.improvement.experiment import Experiment, ExperimentConfig, split_tasks
+from sharpen.improvement.folder import experiments_base
 from sharpen.improvement.models import SharedModels
 from sharpen.improvement.objective import ObjectiveSpec, parse_objective, scaled
 from sharpen.improvement.proposal import BaseProposer, NothingToPropose, Proposal, ProposalContext
@@ -41,6 +45,7 @@ from sharpen.judges.rubric import Criterion
 from sharpen.judges.runner import JudgeSetup
 from sharpen.models.base import ChatModel
 from sharpen.store import Store
+from sharpen.viewer import create_app
 
 ENV = PluginRef(name="code", args={"source": "generated", "max_submissions": 1})
 REFERENCE = AgentSpec(name="reference", agent=PluginRef(name="reference"),
@@ -113,8 +118,8 @@ async def test_a_judge_objective_selects_what_it_scores_and_reports_success_besi
     config = _config(ObjectiveSpec(judge=JudgeSetup(
         judge=PluginRef(name="brevity", args={"fail_on": failing}), model=REFERENCE.model)))
     store = Store(f"sqlite:///{tmp_path}/s.db")
-    result = await Experiment(config, store, tmp_path / "j", models=SharedModels(reg),
-                              registry=reg).run()
+    folder = experiments_base(store.url) / config.experiment_id()  # where the viewer looks
+    result = await Experiment(config, store, folder, models=SharedModels(reg), registry=reg).run()
     r = result.results[0]
     # The null child scores higher on brevity and wins, though it solves nothing.
     assert [e.proposer for e in r.lineage] == ["seed", "downgrade"]
@@ -147,6 +152,14 @@ async def test_a_judge_objective_selects_what_it_scores_and_reports_success_besi
               for fb in t.feedback if fb.source == "judge"]
     assert len(briefs) == 11 and all(fb.name == "brief" and fb.value is True for fb in briefs)
     assert all(fb.call_id for fb in briefs)
+    # The viewer's experiment page: the objective's difference in the table, success beside it.
+    page = TestClient(create_app(store)).get(f"/improve/{result.experiment_id}").text
+    shown = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+    assert "Objective judge:brevity : val, test and the difference above are the judge's score" in shown
+    assert "+100.0 [+100.0, +100.0]" in shown
+    assert "seed 100.0%, downgrade winner 0.0% (difference -100.0 [-100.0, -65.7]" in shown
+    assert "test seed 1, downgrade winner 1, downgrade train/val 2." in shown
+    assert verdict_line(r) in shown
 
     # On success the same experiment keeps the seed: it solves every minibatch, so there is
     # nothing for a child to beat and no proposal is asked for.

@@ -21,7 +21,12 @@ from sharpen.improvement.candidate import Candidate
 from sharpen.improvement.evaluate import EvalRecord, cache_key
 from sharpen.improvement.folder import ExperimentFolder, find_experiment, list_experiments
 from sharpen.improvement.proposal import Rejection
-from sharpen.improvement.report import difference_text, selection_note, verdict_line
+from sharpen.improvement.report import (
+    difference_text,
+    objective_difference_text,
+    selection_note,
+    verdict_line,
+)
 from sharpen.improvement.state import EngineState
 from sharpen.stats.paired import p_cell
 from sharpen.store.records import RunRecord
@@ -193,6 +198,7 @@ def experiment_page(request: Request, ref: str) -> Response:
         })
     return render(request, "improve.html", {"exp": exp, "cfg": exp.definition, "engines": engines,
                                             "verdict": verdict_line, "difference": difference_text,
+                                            "objective_difference": objective_difference_text,
                                             "p_cell": p_cell, "selection_note": selection_note,
                                             "runs": experiment_runs(store, exp),
                                             "known": known_candidates(exp)})
