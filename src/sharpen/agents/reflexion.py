@@ -102,11 +102,13 @@ class ReflexionAgent(TrialAgent):
     ``memory_size`` (memory entries in a retry's prompt, the most recent), ``result_chars``
     (characters of what the environment said that an entry keeps, from the top: the score
     and about one failed test at 200), and the inner tool agent's ``protocol`` (``auto``,
-    ``native`` or ``text``) and ``guidelines_top_k``."""
+    ``native`` or ``text``), ``guidelines_top_k`` and ``confidence`` (a stated confidence on
+    the final tools; the last attempt's goes to the outcome)."""
 
     def __init__(self, trials: int = 2, reflection_tokens: int = 64, retry_temperature: float | None = 0.7,
                  memory: Memory = "reflections", memory_size: int = 3, result_chars: int = 1200,
-                 protocol: Protocol = "auto", guidelines_top_k: int | None = None) -> None:
+                 protocol: Protocol = "auto", guidelines_top_k: int | None = None,
+                 confidence: bool = False) -> None:
         if not isinstance(trials, int) or trials < 1:
             raise UserError(f"reflexion: trials must be a positive integer, got {trials!r}",
                             "set agent args trials: 2 (or more)")
@@ -123,7 +125,7 @@ class ReflexionAgent(TrialAgent):
         self.retry_temperature = retry_temperature
         self.memory_size = memory_size
         self.result_chars = result_chars
-        self.inner = ToolAgent(protocol, guidelines_top_k)
+        self.inner = ToolAgent(protocol, guidelines_top_k, confidence)
 
     def attempt_spec(self, spec: AgentSpec, trial: int, notes: list[str]) -> AgentSpec:
         """Trial 0: the spec as given; later trials: at ``retry_temperature``, with the last

@@ -18,13 +18,14 @@ import time
 from datetime import UTC, datetime
 from typing import Literal
 
-from sharpen.agents import constrained
+from sharpen.agents import confidence, constrained
 from sharpen.agents.acting import apply_action
 from sharpen.agents.base import BaseAgent
 from sharpen.agents.guidelines import COMPONENT as GUIDELINES
 from sharpen.agents.guidelines import check_top_k, select_guidelines
 from sharpen.agents.text_protocol import ParseError, parse_text_action, protocol_instructions
 from sharpen.core.agent_spec import AgentSpec
+from sharpen.core.errors import UserError
 from sharpen.core.messages import Message, ToolSpec
 from sharpen.core.registry import register
 from sharpen.core.trajectory import Action, Step, Trajectory
@@ -64,11 +65,23 @@ def system_prompt(spec: AgentSpec, tools: list[ToolSpec], text_protocol: bool | 
 class ToolAgent(BaseAgent):
     """Runs one episode. ``protocol``: ``auto`` (native tools when the model has them),
     ``native`` or ``text``. ``guidelines_top_k``: put only that many rules of the
-    ``guidelines`` component, the most relevant to the task, in the prompt (all when unset)."""
+    ``guidelines`` component, the most relevant to the task, in the prompt (all when unset).
+    ``confidence``: offer an optional stated confidence on the environment's final tools and
+    carry it to the outcome (:mod:`sharpen.agents.confidence`; calibration reads it)."""
 
-    def __init__(self, protocol: Protocol = "auto", guidelines_top_k: int | None = None) -> None:
+    def __init__(self, protocol: Protocol = "auto", guidelines_top_k: int | None = None,
+                 confidence: bool = False) -> None:
+        if not isinstance(confidence, bool):
+            raise UserError(f"tool agent: confidence must be true or false, got {confidence!r}",
+                            "set agent args confidence: true")
         self.protocol = protocol
         self.guidelines_top_k = check_top_k(guidelines_top_k)
+        self.confidence = confidence
+
+    def tools(self, env: Environment) -> list[ToolSpec]:
+        """The tools the model is shown: the environment's, with a ``confidence`` argument on
+        its final ones when this agent asks for one."""
+        return confidence.offer(env.tools) if self.confidence else env.tools
 
     def acting(self, model: ChatModel, spec: AgentSpec) -> Acting:
         """How this agent acts with ``model`` under ``spec`` (``decoding`` first, then
@@ -91,18 +104,21 @@ class ToolAgent(BaseAgent):
         constrains = acting == "constrained" and structured_output(model) != "validate"
         params = {**spec.params, "seed": trajectory.seed}
         obs, info = await env.reset(trajectory.task)
+        prompt = system_prompt(spec, self.tools(env), acting, obs, self.guidelines_top_k,
+                               constrained.admissible_of(info))
+        if self.confidence and (ask := confidence.instructions(env.tools)):
+            prompt = f"{prompt}\n\n{ask}" if prompt else ask
         trajectory.messages = [
-            Message(role="system",
-                    content=system_prompt(spec, env.tools, acting, obs, self.guidelines_top_k,
-                                          constrained.admissible_of(info))),
+            Message(role="system", content=prompt),
             Message(role="user", content=obs),
         ]
         started = time.monotonic()
         for index in range(limits.max_steps):
-            schema = (constrained.action_schema(env.tools, constrained.admissible_of(info))
+            tools = self.tools(env)
+            schema = (constrained.action_schema(tools, constrained.admissible_of(info))
                       if acting == "constrained" else None)
             completion = await complete_with(
-                model, trajectory.messages, None if text else env.tools, params,
+                model, trajectory.messages, None if text else tools, params,
                 schema if constrains else None,
             )
             trajectory.usage = trajectory.usage + completion.usage
@@ -111,17 +127,22 @@ class ToolAgent(BaseAgent):
             reply = completion.message
             step.messages.append(reply)
             if schema is not None:
-                action, problem = self._parse_constrained(reply, schema, completion, env.tools)
+                action, problem = self._parse_constrained(reply, schema, completion, tools)
             else:
-                action, problem = self._parse(reply, env.tools, text, completion)
+                action, problem = self._parse(reply, tools, text, completion)
             if action is None:
                 trajectory.invalid_actions += 1
                 step.invalid_action = problem
                 step.observation = problem
                 step.messages.extend(self._answer(reply, problem, text))
             else:
+                stated: dict = {}
+                if self.confidence:  # the environment never sees the argument
+                    action, stated = confidence.take(action, reply.content, env.tools)
                 observation = await apply_action(env, trajectory, step, action)
                 info = step.info
+                if stated:
+                    step.info = {**step.info, **stated}
                 step.messages.extend(self._answer(reply, observation, text))
             trajectory.messages.extend(step.messages)
             trajectory.steps.append(step)

@@ -109,6 +109,9 @@ def run(
                              "(submits the env's reference solution), any other registered name or "
                              "module:Name / file.py:Name (`sharpen plugins agent` lists them).")
     ] = None,
+    agent_arg: Annotated[list[str] | None, typer.Option(
+        "--agent-arg", "-A", help="Agent args, KEY=VALUE, over the spec's agent args (e.g. "
+                                  "confidence=true: a stated confidence, for calibration).")] = None,
     env_arg: EnvArgOpt = None,
     seed: Annotated[int, typer.Option(help="Base seed.")] = 0,
     perturb: Annotated[list[str] | None, typer.Option(
@@ -148,6 +151,9 @@ def run(
     if agent_name is not None:
         spec = with_agent(spec, PluginRef(name=agent_name), named=agent is None,
                           keep_model=any((model, base_url, model_name, model_arg)))
+    if agent_arg:
+        spec = spec.model_copy(update={"agent": spec.agent.model_copy(update={
+            "args": {**spec.agent.args, **parse_kv(agent_arg, "--agent-arg")}})})
     ref = model_ref(spec, model, base_url, model_name, parse_kv(model_arg, "--model-arg"))
     spec = with_decoding(spec.model_copy(update={"model": ref}), decoding)
     env_ref = PluginRef(name=env, args=parse_kv(env_arg, "--env-arg"))

@@ -67,6 +67,11 @@ class ToolSpec(BaseModel):
     text_hint: str | None = None
     """For the text protocol: how to phrase such a reply, shown to the model (default: "reply
     with the complete code in one ```python code block")."""
+    final: bool = Field(default=False, exclude=True)
+    """Whether calling this tool gives the agent's final answer or ends the episode (code's
+    ``submit``, sql's ``submit_sql``, shell's ``done``, toolshop's ``finish``): the tool that a
+    stated confidence goes with (:mod:`sharpen.agents.confidence`). Left out of
+    ``model_dump``, so tool listings and recorded cassette keys stay as they were."""
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry for this tool."""

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sharpen.agents.base import AGENT, needs_model
+from sharpen.agents.confidence import attach as attach_confidence
 from sharpen.agents.constrained import decoding_label
 from sharpen.core.errors import AgentError, InfraError, UserError
 from sharpen.core.manifest import RunManifest
@@ -214,7 +215,8 @@ class Runner:
         try:
             with bar.episode(traj):  # steps, tokens and activity on the bar (when shown)
                 await agent.run(env, bar.metered(retrying), config.agent, traj)
-                traj.outcome = await env.outcome()
+                # The agent's stated confidence, if it gave one, for calibration.
+                traj.outcome = attach_confidence(await env.outcome(), traj)
         except InfraError as exc:
             traj.outcome = Outcome(success=False, error_kind="infra", error=str(exc)[:2000])
         except AgentError as exc:  # the agent's own failure (an external program crashed)

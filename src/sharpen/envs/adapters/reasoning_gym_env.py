@@ -40,6 +40,7 @@ ANSWER = ToolSpec(
     },
     text_argument="answer",
     text_hint="To answer, reply with only your final answer in a ``` block",
+    final=True,
 )
 """The one tool of the reasoning_gym environment."""
 

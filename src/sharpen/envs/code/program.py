@@ -47,6 +47,7 @@ SUBMIT = ToolSpec(
         "required": ["code"],
     },
     text_argument="code",
+    final=True,
 )
 """The one tool of the code environment."""
 

@@ -60,7 +60,7 @@ RUN = ToolSpec(
     text_hint="To run a command, reply with it in one ```bash code block",
 )
 DONE = ToolSpec(name="done", description="Finish the task; the directory is then checked.",
-                parameters={"type": "object", "properties": {}})
+                parameters={"type": "object", "properties": {}}, final=True)
 
 
 def _clip(text: str, limit: int = OUTPUT_CHARS) -> str:

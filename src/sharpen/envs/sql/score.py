@@ -43,6 +43,7 @@ SUBMIT_SQL = ToolSpec(
     },
     text_argument="query",
     text_hint="To answer, reply with one SQLite SELECT query in a ```sql code block",
+    final=True,
 )
 """The one tool of the sql environment."""
 

@@ -87,7 +87,7 @@ UPDATE_ADDRESS = _tool(
 TRANSFER_TO_HUMAN = _tool(
     "transfer_to_human",
     "Hand the customer over to a human agent, with a summary; ends the conversation.",
-    {"summary": TEXT}, ["summary"])
+    {"summary": TEXT}, ["summary"]).model_copy(update={"final": True})
 RESPOND = ToolSpec(
     name="respond",
     description="Send a message to the customer (ask for a missing detail, report what you did).",
@@ -99,7 +99,8 @@ RESPOND = ToolSpec(
         '"arguments": {"order_id": "#W1234567"}}. To write to the customer instead, put your '
         "message in a ``` block"),
 )
-FINISH = _tool("finish", "End the conversation once the customer's request is done.", {}, [])
+FINISH = _tool("finish", "End the conversation once the customer's request is done.", {},
+               []).model_copy(update={"final": True})
 
 READ_TOOLS = (FIND_CUSTOMER, LIST_ORDERS, GET_ORDER, GET_PRODUCT)
 WRITE_TOOLS = (CANCEL_ORDER, RETURN_ITEMS, EXCHANGE_ITEMS, UPDATE_ADDRESS)
