@@ -58,7 +58,9 @@ def render_decisive(dec: DecisiveSteps, console: Console) -> None:
     """Print the decisive-step histogram ``sharpen attribute`` left."""
     steps = " · ".join(f"step {k}: {n}" for k, n in dec.by_step.items())
     stages = " · ".join(f"{k}: {n}" for k, n in dec.by_stage.items())
-    console.print(f"Decisive steps (from `sharpen attribute`): {_n(dec.trajectories, 'trajectory')}"
+    n = dec.trajectories
+    console.print(f"Decisive steps (from `sharpen attribute`): {n} "
+                  f"trajector{'ies' if n != 1 else 'y'}"
                   f"\n  by step: {steps}" + (f"\n  by stage: {stages}" if stages else ""),
                   highlight=False)
 
