@@ -6,13 +6,17 @@ judge that scores an episode by a deterministic rule (an answer of at most 10 ch
 ``brief``; it fails on the tasks named in ``fail_on``, error kind ``judge``), so the objective
 disagrees with success; ``downgrade``, a proposer that swaps the reference solver for the
 null agent (worse on success, better on brevity); ``mute``, the judge's model, which the
-judge never calls. Rollouts are real: the code environment runs every submission in the
-sandbox, the runner stores every episode, and judge_run stores every judgement.
+judge never calls; ``grader``, a scripted judge model that answers the shipped ``rubric``
+judge's prompt by a rule on the transcript (an empty submission is clear and warm), so that a
+rubric with a range and a label scale runs through the real rubric judge, its prompt and its
+reply parsing. Rollouts are real: the code environment runs every submission in the sandbox,
+the runner stores every episode, and judge_run stores every judgement.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -27,7 +31,7 @@ from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
 from sharpen.core.feedback import Feedback, FeedbackTarget
 from sharpen.core.hashing import content_hash
-from sharpen.core.messages import Usage
+from sharpen.core.messages import Message, Usage
 from sharpen.core.registry import PluginRef, Registry
 from sharpen.core.trajectory import Trajectory
 from sharpen.improvement.budget import Budget
@@ -43,7 +47,7 @@ from sharpen.improvement.report import render, verdict_line
 from sharpen.judges.base import BaseJudge, JudgeError
 from sharpen.judges.rubric import Criterion
 from sharpen.judges.runner import JudgeSetup
-from sharpen.models.base import ChatModel
+from sharpen.models.base import ChatModel, Completion
 from sharpen.store import Store
 from sharpen.viewer import create_app
 
@@ -83,6 +87,25 @@ class Mute:
         return None
 
 
+class Grader:
+    """Answers a rubric judge's prompt: clarity 5 and tone warm for an empty submission, else
+    clarity 2 and tone curt (it reads only the transcript the judge shows it)."""
+
+    name = "grader"
+    supports_tools = False
+
+    async def complete(self, messages: list[Message], tools: Any = None, params: Any = None,
+                       **_: Any) -> Completion:
+        brief = 'submit({"code": ""})' in (messages[1].content or "")
+        reply = {"clarity": {"explanation": "[S0] the submission.", "value": 5 if brief else 2},
+                 "tone": {"explanation": "[S0] the submission.",
+                          "value": "warm" if brief else "curt"}}
+        return Completion(message=Message(role="assistant", content=json.dumps(reply)))
+
+    async def aclose(self) -> None:
+        return None
+
+
 class Downgrade(BaseProposer):
     """Proposes the null agent, once per parent."""
 
@@ -99,6 +122,7 @@ def _registry() -> Registry:
     reg.register("proposer", "downgrade")(Downgrade)
     reg.register("judge", "brevity")(Brevity)
     reg.register("model", "mute")(Mute)
+    reg.register("model", "grader")(Grader)
     return reg
 
 
@@ -228,3 +252,47 @@ def test_unscored_tasks_are_left_out_and_old_records_read_their_success():
     b = Candidate(spec=REFERENCE, hash="b", proposer="p", iteration=1, val={"t2": 0.5})
     assert b.val_score == 0.5
     assert Archive(candidates=[a, b]).front() == {"a": 1, "b": 1}
+
+
+RUBRIC = """name: style
+criteria:
+  - name: clarity
+    description: The answer is easy to follow.
+    scale: 1-5
+  - name: tone
+    description: How the agent speaks.
+    scale: [curt, neutral, warm]
+"""
+
+
+async def test_a_rubric_objective_scales_each_criterion_and_stores_its_judgements(tmp_path: Path):
+    reg = _registry()
+    rubric = tmp_path / "style.yaml"
+    rubric.write_text(RUBRIC)
+    objective = parse_objective(f"judge:{rubric}", seed_model=REFERENCE.model,
+                                judge_model=PluginRef(name="grader"), registry=reg)
+    assert objective.label() == "judge:rubric:style"
+    config = _config(objective).model_copy(update={"test": 6})
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    result = await Experiment(config, store, tmp_path / "x", models=SharedModels(reg),
+                              registry=reg).run()
+    r = result.results[0]
+    # The seed: clarity 2 of 1-5 (0.25) and tone curt (0), mean 0.125; the null child: 1.
+    assert result.baseline_test_score == 0.125 and r.test_score == 1.0
+    assert r.winner.agent.name == "null" and r.lineage[1].val_score == 1.0
+    oc = r.objective_comparison
+    assert oc is not None and oc.difference == 0.875 and oc.method == "wilcoxon-pratt"
+    assert oc.p_value < 0.05 and r.comparison.direction == "worse"
+    judged = store.judgements(result.baseline_run, calls=True)
+    assert len(judged) == 6 and all(j.status == "ok" and j.judge == "rubric:style" for j in judged)
+    assert "clarity: The answer is easy to follow." in judged[0].calls[0].messages[1].content
+    values = {(fb.name, fb.value) for t in store.iter_trajectories(result.baseline_run,
+                                                                    with_steps=False)
+              for fb in t.feedback if fb.source == "judge"}
+    assert values == {("clarity", 2), ("tone", "curt")}
+    # One criterion alone: clarity, 0.25 for the seed.
+    one = parse_objective(f"judge:{rubric}:clarity", seed_model=REFERENCE.model,
+                          judge_model=PluginRef(name="grader"), registry=reg)
+    again = await Experiment(_config(one).model_copy(update={"test": 6}), store, tmp_path / "y",
+                             models=SharedModels(reg), registry=reg).run()
+    assert again.baseline_test_score == 0.25 and again.results[0].test_score == 1.0
