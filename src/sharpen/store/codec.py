@@ -289,13 +289,12 @@ def step_row(trajectory_id: str, s: Step) -> dict[str, Any]:
     }
 
 
-def step_from_row(row: Row) -> Step:
-    """The Step of a ``steps`` row (no messages when the row was read without them)."""
-    # Built without validation: every field is decoded to its type right here, from what
-    # step_row wrote out of a validated Step (validation was a third of reading a step).
-    return Step.model_construct(
+def step_from_row(row: Row, messages: bool = True) -> Step:
+    """The Step of a ``steps`` row; ``messages=False`` for a row read without its messages
+    (the step gets none)."""
+    return Step(
         index=row["index"],
-        messages=_MESSAGES.validate_json(row["messages"]) if "messages" in row else [],
+        messages=_MESSAGES.validate_json(row["messages"]) if messages else [],
         action=None if row["action"] is None else Action.model_validate_json(row["action"]),
         invalid_action=row["invalid_action"],
         observation=row["observation"],

@@ -164,7 +164,7 @@ def steps_by_trajectory(conn: Connection, ids: list[str],
         .order_by(steps.c.trajectory_id, steps.c.index)
     ).mappings()
     for r in rows:
-        out.setdefault(r["trajectory_id"], []).append(codec.step_from_row(r))
+        out.setdefault(r["trajectory_id"], []).append(codec.step_from_row(r, messages))
     return out
 
 
