@@ -241,7 +241,8 @@ class Experiment:
         self.id = config.experiment_id()
         judge = config.objective.judge
         self.objective: Objective = build_objective(
-            config.objective, None if judge is None else self.models.get(judge.model), registry)
+            config.objective, None if judge is None else self.models.get(judge.model), registry,
+            concurrency)
         """Scores every evaluation, train, val and test alike."""
 
     def _evaluator(self, role: str) -> Evaluator:

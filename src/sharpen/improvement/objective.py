@@ -136,10 +136,12 @@ class JudgeObjective:
     """A judge's score (see the module doc). ``model`` is the judge's model, shared by every
     evaluation of the experiment (the caller closes it)."""
 
-    def __init__(self, spec: ObjectiveSpec, model: ChatModel, registry: Registry = REGISTRY) -> None:
+    def __init__(self, spec: ObjectiveSpec, model: ChatModel, registry: Registry = REGISTRY,
+                 concurrency: int = 1) -> None:
         if spec.judge is None:
             raise ValueError("a judge objective needs a judge")
         self.spec = spec
+        self.concurrency = concurrency
         self.setup = spec.judge
         self.model = model
         self.registry = registry
@@ -151,7 +153,7 @@ class JudgeObjective:
 
     async def score(self, store: Store, run_id: str, trajectories: Sequence[Trajectory]) -> Scored:
         summary = await judge_run(store, run_id, self.setup, resume=True, model=self.model,
-                                  registry=self.registry)
+                                  registry=self.registry, concurrency=self.concurrency)
         done = {j.trajectory_id: j.id for j in store.judgements(run_id, self.judge_hash)
                 if j.status == "ok"}
         wanted = {t.id for t in trajectories}
@@ -209,12 +211,12 @@ def _scales(ref: PluginRef) -> dict[str, Criterion]:
 
 
 def build_objective(spec: ObjectiveSpec, model: ChatModel | None,
-                    registry: Registry = REGISTRY) -> Objective:
+                    registry: Registry = REGISTRY, concurrency: int = 1) -> Objective:
     """The objective ``spec`` names; a judge's ``model`` is retried on infra errors as
-    ``sharpen judge`` retries it."""
+    ``sharpen judge`` retries it, and judges up to ``concurrency`` trajectories at once."""
     if spec.judge is None:
         return SuccessObjective()
     if model is None:
         raise ValueError("a judge objective needs the judge's model")
     return JudgeObjective(spec, RetryingModel(model, RetryPolicy(max_retries=4), random.Random(0)),
-                          registry)
+                          registry, concurrency)
