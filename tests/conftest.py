@@ -85,3 +85,22 @@ class Interrupt:
         self.n += 1
         if self.n == self.at:
             raise KeyboardInterrupt
+
+
+@pytest.fixture(scope="session")
+def recorded_code_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """Real SmolLM2-135M replies (benchmarks/harness_overhead.py's cassette) replayed on 46 easy
+    generated code tasks through the real CLI: ``(store url, run id)``. Shared, since several
+    diagnosis tests read the same run (diagnosing it again stores nothing new)."""
+    import json
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "cassettes"
+    work = tmp_path_factory.mktemp("recorded-code")
+    env = {"SHARPEN_STORE": f"sqlite:///{work / 's.db'}"}
+    res = sharpen("run", "code", "-E", "source=generated", "-E", "difficulty=easy", "-E",
+                  "max_submissions=2", "--tasks", "46", "--seed", "0", "-c", "2", "--agent",
+                  str(bench / "harness_overhead.agent.yaml"), "--model", "replay", "--model-arg",
+                  f"cassette={bench / 'harness_overhead.jsonl'}", "--json",
+                  cwd=work, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return env["SHARPEN_STORE"], json.loads(res.stdout)["run"]["id"]

@@ -346,19 +346,11 @@ def test_the_docs_detector_meets_the_contract_and_finds(tmp_path: Path) -> None:
     assert (fb.name, fb.value, fb.target.step_index) == ("long_reply", 12, 0)
 
 
-def test_recorded_small_model_episodes_resubmit_failing_code(tmp_path: Path) -> None:
+def test_recorded_small_model_episodes_resubmit_failing_code(recorded_code_run: tuple[str, str]) -> None:
     # Real SmolLM2 replies (benchmarks/harness_overhead.py's cassette), replayed: the failures
     # it shows are findings on failed attempts only, each on the step it names.
-    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "cassettes"
-    env = {"SHARPEN_STORE": f"sqlite:///{tmp_path / 's.db'}"}
-    res = sharpen("run", "code", "-E", "source=generated", "-E", "difficulty=easy", "-E",
-                  "max_submissions=2", "--tasks", "46", "--seed", "0", "-c", "2", "--agent",
-                  str(bench / "harness_overhead.agent.yaml"), "--model", "replay", "--model-arg",
-                  f"cassette={bench / 'harness_overhead.jsonl'}", "--json",
-                  cwd=tmp_path, env=env, timeout=300)
-    assert res.returncode == 0, res.stderr
-    store = Store(env["SHARPEN_STORE"])
-    run_id = json.loads(res.stdout)["run"]["id"]
+    url, run_id = recorded_code_run
+    store = Store(url)
     d = diagnose_run(store, run_id)
     by_name = {s.detector.name: s for s in d.detectors}
     assert d.failed > 0 and d.solved > 0

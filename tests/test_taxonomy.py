@@ -216,20 +216,13 @@ def test_real_null_agent_runs_group_by_how_they_fail(tmp_path: Path) -> None:
                         taxonomy="none").taxonomy is None
 
 
-def test_recorded_small_model_failures_split_into_cut_off_and_resubmitted(tmp_path: Path) -> None:
+def test_recorded_small_model_failures_split_into_cut_off_and_resubmitted(
+        recorded_code_run: tuple[str, str]) -> None:
     # Real SmolLM2-135M replies (benchmarks/harness_overhead.py's cassette), replayed: half
     # its failures are replies cut off at max_tokens, most of the rest resubmit failing code
     # (test_detectors.py). The taxonomy must keep those two apart.
-    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "cassettes"
-    env = {"SHARPEN_STORE": f"sqlite:///{tmp_path / 's.db'}"}
-    res = sharpen("run", "code", "-E", "source=generated", "-E", "difficulty=easy", "-E",
-                  "max_submissions=2", "--tasks", "46", "--seed", "0", "-c", "2", "--agent",
-                  str(bench / "harness_overhead.agent.yaml"), "--model", "replay", "--model-arg",
-                  f"cassette={bench / 'harness_overhead.jsonl'}", "--json",
-                  cwd=tmp_path, env=env, timeout=300)
-    assert res.returncode == 0, res.stderr
-    store = Store(env["SHARPEN_STORE"])
-    run_id = json.loads(res.stdout)["run"]["id"]
+    url, run_id = recorded_code_run
+    store = Store(url)
     d = diagnose_run(store, run_id, taxonomy="none")
     ts = list(store.iter_trajectories(run_id))
     tax, group = grouping(signatures_of(ts))  # the findings just stored

@@ -67,6 +67,15 @@ class EnvInfo(BaseModel):
     """Perturbations the environment can apply to a task, name -> what it changes
     (:attr:`BaseEnvironment.perturbations`); empty when none are declared."""
 
+    def played_by_models(self, parts: dict[str, bool]) -> EnvInfo:
+        """This info with :attr:`not_replayable` set when any of ``parts`` — what a model
+        plays, e.g. ``{"a model plays the customer": user is not None}`` — is on."""
+        why = [part for part, on in parts.items() if on]
+        if why:
+            self.not_replayable = (" and ".join(why) + ": its replies are not a function of "
+                                   "the task and the actions")
+        return self
+
 
 class StepResult(BaseModel):
     """What :meth:`Environment.step` returns, Gymnasium-style."""

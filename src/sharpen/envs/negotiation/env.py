@@ -208,14 +208,10 @@ class NegotiationEnv(generation.GeneratedEnv):
     def describe(self) -> EnvInfo:
         """What :class:`~sharpen.envs.generation.GeneratedEnv` shows; against a model opponent
         or with a model critic an episode is not replayable (a model answers)."""
-        why = [part for part, on in (("a model plays the opponent", self.opponent_ref is not None),
-                                     ("a model critic comments", self.critic_ref is not None))
-               if on]
-        info = super().describe()
-        if why:
-            info.not_replayable = (" and ".join(why)
-                                   + ": its replies are not a function of the task and the actions")
-        return info
+        return super().describe().played_by_models({
+            "a model plays the opponent": self.opponent_ref is not None,
+            "a model critic comments": self.critic_ref is not None,
+        })
 
     def reference_actions(self, task: TaskSpec) -> list[Action] | None:
         """A fixed offer sequence that succeeds against the scripted opponent (the hook the

@@ -232,14 +232,10 @@ class ToolshopEnv(generation.GeneratedEnv):
     def describe(self) -> EnvInfo:
         """What :class:`~sharpen.envs.generation.GeneratedEnv` shows; with a simulated customer
         or simulated tools an episode is not replayable (a model answers)."""
-        why = [part for part, on in (("a model plays the customer", self.user_ref is not None),
-                                     ("a model answers the tools", self.tool_sim is not None))
-               if on]
-        info = super().describe()
-        if why:
-            info.not_replayable = (" and ".join(why)
-                                   + ": its replies are not a function of the task and the actions")
-        return info
+        return super().describe().played_by_models({
+            "a model plays the customer": self.user_ref is not None,
+            "a model answers the tools": self.tool_sim is not None,
+        })
 
     def reference_actions(self, task: TaskSpec) -> list[Action]:
         """The reference walkthrough of ``task`` (look-ups, writes, ``finish``): the hook the
