@@ -85,8 +85,8 @@ def instructions(tools: list[ToolSpec]) -> str:
     listed = " or ".join(f"`{n}`" for n in names)
     return (f"When you call {listed}, also state how sure you are that your answer is correct, "
             f"as the `{ARGUMENT}` argument: a number from 0 (surely wrong) to 1 (surely right). "
-            "If you answer in a ``` block instead, add a line `Confidence: 0.7` (your number) "
-            "after the block.")
+            "If you answer in a ``` block instead, add a line `Confidence: P` after the block, "
+            "P being your number.")
 
 
 def check(value: object) -> tuple[float | None, str | None]:
