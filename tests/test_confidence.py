@@ -220,3 +220,10 @@ def test_report_json_fills_calibration_from_stated_confidences(tmp_path: Path) -
     assert cal["mean_confidence"] == pytest.approx(0.65) and cal["accuracy"] == pytest.approx(0.5)
     text = sharpen("report", summary.run_id, "--store", db, cwd=tmp_path, timeout=300)
     assert "ECE 0.400 · Brier 0.225" in text.stdout, text.stdout
+
+
+def test_sharpen_run_agent_arg_reaches_the_agent(tmp_path: Path) -> None:
+    out = sharpen("run", "code", "-E", "source=generated", "--agent-arg", "confidence=maybe",
+                  "-n", "1", "-q", "--store", f"sqlite:///{tmp_path / 's.db'}", cwd=tmp_path)
+    assert out.returncode == 2
+    assert "confidence must be true or false, got 'maybe'" in out.stdout + out.stderr
