@@ -4,10 +4,11 @@ One iteration:
 
 1. pick a parent from the archive's Pareto front (seeded RNG);
 2. draw a training minibatch and evaluate the parent on it (usually cached);
-3. ask the proposer for a child, given the parent's traces on that minibatch and the
-   parent's rejection log; an invalid proposal (truncated, ``<think>``, too long, unchanged,
-   a repeat of a rejected child) is retried up to ``max_invalid`` times, spending tokens but
-   no rollouts;
+3. ask the proposer for a child, given the parent's traces on that minibatch, what the
+   built-in detectors find in its failures there (:mod:`sharpen.improvement.diagnosis`; shown
+   only by a proposer built with ``diagnosis: true``) and the parent's rejection log; an
+   invalid proposal (truncated, ``<think>``, too long, unchanged, a repeat of a rejected
+   child) is retried up to ``max_invalid`` times, spending tokens but no rollouts;
 4. **gate**: evaluate the child on the same minibatch with the same seeds; it must score
    strictly higher than its parent on the objective (with ``success``: solve more tasks),
    else it goes to the parent's rejection log;
@@ -35,6 +36,7 @@ from sharpen.core.messages import Usage
 from sharpen.core.task import TaskSpec
 from sharpen.improvement.budget import Budget
 from sharpen.improvement.candidate import Candidate
+from sharpen.improvement.diagnosis import diagnose_minibatch
 from sharpen.improvement.evaluate import Evaluation, Evaluator, paired_totals
 from sharpen.improvement.proposal import (
     InvalidProposal,
@@ -186,8 +188,9 @@ class Engine:
             self.on_event(f"#{it}: parent {parent.hash[:8]} has the best score on the whole "
                           "minibatch; skipped")
             return True
+        shown = self.evaluator.trajectories(parent_ev)
         ctx = ProposalContext(
-            parent=parent, minibatch=self.evaluator.trajectories(parent_ev),
+            parent=parent, minibatch=shown, diagnosis=diagnose_minibatch(shown),
             rejected=list(s.rejected.get(parent.hash, [])), archive=s.archive, iteration=it,
             tried={c.hash for c in s.archive.candidates}
             | {r.child_hash for rs in s.rejected.values() for r in rs},

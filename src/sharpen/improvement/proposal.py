@@ -34,6 +34,7 @@ from sharpen.core.registry import Kind
 from sharpen.core.text import CHARS_PER_TOKEN, clip
 from sharpen.core.trajectory import Trajectory
 from sharpen.improvement.candidate import Archive, Candidate
+from sharpen.improvement.diagnosis import MinibatchDiagnosis, diagnose_minibatch
 from sharpen.models.base import ChatModel
 from sharpen.models.structured import ResponseSchema, complete_structured, structured_output
 
@@ -185,6 +186,14 @@ class ProposalContext(BaseModel):
     """The model proposals are written with."""
     reflection_tokens: int = 1500
     """Token budget of the traces a proposer puts in one prompt."""
+    diagnosis: MinibatchDiagnosis | None = None
+    """What the built-in detectors find in the minibatch's failed attempts (the engine fills
+    it; :mod:`sharpen.improvement.diagnosis`). A proposer shows it only when asked to."""
+
+    def diagnosed(self) -> MinibatchDiagnosis:
+        """:attr:`diagnosis`, computed from :attr:`minibatch` when the context has none (a
+        context a caller built by hand)."""
+        return self.diagnosis if self.diagnosis is not None else diagnose_minibatch(self.minibatch)
 
 
 @runtime_checkable

@@ -5,7 +5,9 @@ of two lineages.
 ``components`` (default: the parent's own components, in order) by engine iteration — and
 shows the proposer LLM its current text, the parent's traces on the *training* minibatch with
 the environment's feedback (:func:`~sharpen.improvement.proposal.reflective_dataset`), and the
-parent's rejection log, so the same rejected change is not tried again. The whole prompt is
+parent's rejection log, so the same rejected change is not tried again (with ``diagnosis:
+true``, also what the built-in detectors found in the failures shown:
+:mod:`sharpen.improvement.diagnosis`). The whole prompt is
 kept within ``ctx.reflection_tokens``. The reply — a JSON edit when the model constrains
 decoding, else a fenced block — becomes the component's new text (see
 :mod:`~sharpen.improvement.proposers.rewrite` for the checks). A component the spec
@@ -28,6 +30,7 @@ from typing import Any
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import register
 from sharpen.improvement.candidate import Archive, Candidate
+from sharpen.improvement.diagnosis import render_diagnosis
 from sharpen.improvement.proposal import BaseProposer, Proposal, ProposalContext, reflective_dataset
 from sharpen.improvement.proposers.rewrite import (
     FORMAT,
@@ -44,7 +47,7 @@ MIN_TRACE_TOKENS = 200
 
 PROMPT = """Here is how an AI agent did on some tasks, and the feedback it got:
 
-{traces}
+{traces}{diagnosis}
 {rejected}
 This is the agent's current "{name}" text:
 ```
@@ -60,16 +63,28 @@ Changes already tried that did NOT help (do not propose them again):
 """
 
 
-def evolve_prompt(ctx: ProposalContext, name: str, current: str, fmt: str = FORMAT) -> str:
+def evolve_prompt(ctx: ProposalContext, name: str, current: str, fmt: str = FORMAT,
+                  diagnosis: bool = False) -> str:
     """The reflection prompt for component ``name`` (see the module doc), ending with ``fmt``
-    (how to reply), within ``ctx.reflection_tokens`` (the traces get what the rest leaves)."""
+    (how to reply), within ``ctx.reflection_tokens`` (the traces get what the rest leaves);
+    with ``diagnosis``, the detectors' findings follow the traces
+    (:func:`~sharpen.improvement.diagnosis.render_diagnosis`, each shown failure by its
+    example number)."""
     log = rejection_lines(ctx.rejected)
     rejected = REJECTED.format(lines=log) if log else ""
     shown = clip(current, 2000) if current else "(empty)"
-    rest = PROMPT.format(name=name, current=shown, traces="", rejected=rejected, fmt=fmt)
+    order = sorted(ctx.minibatch, key=lambda t: bool(t.outcome and t.outcome.success))  # as shown
+    found = render_diagnosis(ctx.diagnosed(), [(f"Example {i}", t) for i, t in enumerate(order, 1)]) \
+        if diagnosis else ""
+    rest = PROMPT.format(name=name, current=shown, traces="", rejected=rejected, fmt=fmt,
+                         diagnosis=f"\n\n{found}" if found else "")
     budget = max(MIN_TRACE_TOKENS, ctx.reflection_tokens - tokens(rest))
     traces = reflective_dataset(ctx.minibatch, budget)
-    return PROMPT.format(name=name, current=shown, traces=traces, rejected=rejected, fmt=fmt)
+    if found:  # only the examples that fit the budget are named
+        kept = [(f"Example {i}", t) for i, t in enumerate(order, 1) if f"### Example {i}\n" in traces]
+        found = render_diagnosis(ctx.diagnosed(), kept)
+    return PROMPT.format(name=name, current=shown, traces=traces, rejected=rejected, fmt=fmt,
+                         diagnosis=f"\n\n{found}" if found else "")
 
 
 def _changed(spec: AgentSpec, base: AgentSpec, name: str) -> bool:
@@ -120,15 +135,19 @@ def merge_pairs(archive: Archive) -> list[tuple[Candidate, Candidate, Candidate]
 @register("proposer", "evolve")
 class EvolveProposer(BaseProposer):
     """Args: ``components`` (names to evolve, round-robin; default all of the parent's),
-    ``merge_prob`` (chance per iteration of trying a merge first, default 0.2)."""
+    ``merge_prob`` (chance per iteration of trying a merge first, default 0.2), ``diagnosis``
+    (show the detectors' findings on the minibatch's failures after the traces, default
+    false)."""
 
-    def __init__(self, components: list[str] | None = None, merge_prob: float = 0.2) -> None:
+    def __init__(self, components: list[str] | None = None, merge_prob: float = 0.2,
+                 diagnosis: bool = False) -> None:
         if components is not None and not components:
             raise ValueError("evolve: components must name at least one component")
         if not 0.0 <= merge_prob <= 1.0:
             raise ValueError(f"evolve: merge_prob must be within [0, 1], got {merge_prob}")
         self.components = list(components) if components else None
         self.merge_prob = merge_prob
+        self.diagnosis = diagnosis
         self.merged: list[list[str]] = []
         """Pairs (sorted hashes) already merged, so a merge is never proposed twice."""
 
@@ -154,7 +173,8 @@ class EvolveProposer(BaseProposer):
                 return merged
         name = self.component(ctx)
         current = ctx.parent.spec.components.get(name, "")
-        edit = await ask_for_edit(ctx.llm, lambda fmt: evolve_prompt(ctx, name, current, fmt),
+        edit = await ask_for_edit(ctx.llm,
+                                  lambda fmt: evolve_prompt(ctx, name, current, fmt, self.diagnosis),
                                   name=name, current=current)
         return Proposal(spec=with_component(ctx.parent.spec, name, edit.text),
                         change=change_line("evolve", name, edit.text, edit.rationale))

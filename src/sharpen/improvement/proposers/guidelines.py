@@ -40,6 +40,7 @@ from sharpen.agents.guidelines import COMPONENT
 from sharpen.core.registry import PluginRef, register
 from sharpen.core.trajectory import Trajectory
 from sharpen.improvement.candidate import Candidate
+from sharpen.improvement.diagnosis import render_diagnosis
 from sharpen.improvement.memory import (
     MAX_RULE_CHARS,
     MIN_RULE_CHARS,
@@ -95,10 +96,13 @@ OP_TOKENS = 12
 
 QUESTION = "What rule should the agent follow next time?"
 
-CONTRAST = ("Current rules:\n{rules}\n\nSolved task:\n{success}\n\nFailed task:\n{failure}\n\n"
+CONTRAST = ("Current rules:\n{rules}\n\nSolved task:\n{success}\n\nFailed task:\n{failure}{diagnosis}\n\n"
             f"Compare the solved and the failed task. {QUESTION} {{ask}}")
 
-FAILURE_ONLY = f"Current rules:\n{{rules}}\n\nFailed task:\n{{failure}}\n\n{QUESTION} {{ask}}"
+FAILURE_ONLY = (f"Current rules:\n{{rules}}\n\nFailed task:\n{{failure}}{{diagnosis}}\n\n{QUESTION} "
+                "{ask}")
+"""The prompts; ``{diagnosis}`` is empty unless the proposer shows the diagnosis, so the
+default prompt is what it was before diagnosis existed."""
 
 _SEEN_FEEDBACK = ("execution", "verifier")  # already in the observations and the verdict
 
@@ -163,11 +167,14 @@ class GuidelinesProposer(BaseProposer):
     the reply), ``stop`` (stop sequences of the reply: by default it ends at its first blank
     line, since operations come in one block and small models ramble after it),
     ``bare_rule`` (take a reply that holds no operation but reads as one rule sentence as
-    ``ADD`` of it: :func:`~sharpen.improvement.memory.bare_rule`)."""
+    ``ADD`` of it: :func:`~sharpen.improvement.memory.bare_rule`), ``diagnosis`` (show what
+    the built-in detectors found in the minibatch's failures and in the failed task shown:
+    :func:`~sharpen.improvement.diagnosis.render_diagnosis`; default false)."""
 
     def __init__(self, component: str = COMPONENT, top_k: int | None = 3, max_rules: int = 8,
                  max_ops: int = 3, trace_tokens: int = 250, max_tokens: int = 160,
-                 stop: list[str] | None = None, bare_rule: bool = True) -> None:
+                 stop: list[str] | None = None, bare_rule: bool = True,
+                 diagnosis: bool = False) -> None:
         self.component = component
         self.top_k = top_k
         self.max_rules = max_rules
@@ -176,6 +183,7 @@ class GuidelinesProposer(BaseProposer):
         self.max_tokens = max_tokens
         self.stop = ["\n\n"] if stop is None else stop
         self.bare_rule = bare_rule
+        self.diagnosis = diagnosis
         self.memory = RuleMemory()
 
     # -- checkpoint -------------------------------------------------------------------------
@@ -196,7 +204,8 @@ class GuidelinesProposer(BaseProposer):
 
     def prompt(self, ctx: ProposalContext, current: list[str], json: bool = False) -> str:
         """The induction prompt: ``current`` rules numbered, one failure and (when the
-        minibatch has one, of another task) one success, both trimmed; it asks for JSON
+        minibatch has one, of another task) one success, both trimmed, and with
+        :attr:`diagnosis` the detectors' findings after the failure; it asks for JSON
         operations when ``json``, else for operation lines."""
         failures = [t for t in ctx.minibatch if not _succeeded(t)]
         if not failures:
@@ -207,10 +216,15 @@ class GuidelinesProposer(BaseProposer):
         chars = min(ctx.reflection_tokens, self.trace_tokens) * CHARS_PER_TOKEN
         rules = "\n".join(f"{i}. {r}" for i, r in enumerate(current, 1)) or "(no rules yet)"
         ask = (JSON_OPS if current else JSON_ADD) if json else (ASK_OPS if current else ASK_ADD)
+        found = render_diagnosis(ctx.diagnosed(), [("The failed task", failure)]) \
+            if self.diagnosis else ""
+        diagnosis = f"\n\n{found}" if found else ""
         if success is None:
-            return FAILURE_ONLY.format(rules=rules, failure=_with_feedback(failure, chars), ask=ask)
+            return FAILURE_ONLY.format(rules=rules, failure=_with_feedback(failure, chars), ask=ask,
+                                       diagnosis=diagnosis)
         return CONTRAST.format(rules=rules, success=describe_trajectory(success, chars // 2),
-                               failure=_with_feedback(failure, chars // 2), ask=ask)
+                               failure=_with_feedback(failure, chars // 2), ask=ask,
+                               diagnosis=diagnosis)
 
     async def propose(self, ctx: ProposalContext) -> Proposal:
         """The parent with its rules edited by the LLM (see the module doc)."""
