@@ -14,6 +14,8 @@ wall clock, the OS page cache warm (the store was just written):
   writes) and summarises. This is ``sharpen diagnose RUN`` less interpreter start-up.
 * **repeat diagnosis** — the same call again: nothing new is stored, but every trajectory is
   read and diagnosed again (now with its findings as feedback to read too).
+* **detectors only** — the repeat diagnosis without stages and taxonomy
+  (``stages=False, taxonomy="none"``): the same work as the peer below, plus the summary.
 * **peer: the obvious path** — the same detectors over ``Store.iter_trajectories(run)`` with
   the steps' messages read (what a script over the public API does), no storing.
 
@@ -146,6 +148,11 @@ def main() -> None:
         again_s = time.perf_counter() - t0
         print(f"repeat diagnosis: {again_s:.2f} s, {again.stored} stored", flush=True)
         t0 = time.perf_counter()
+        with Store(url) as st:
+            diagnose_run(st, run_id, **{k: ("none" if k == "taxonomy" else False) for k in options})
+        only_s = time.perf_counter() - t0
+        print(f"detectors only: {only_s:.2f} s", flush=True)
+        t0 = time.perf_counter()
         peer_found = peer(url, run_id)
         peer_s = time.perf_counter() - t0
         print(f"peer: {peer_s:.2f} s, {peer_found:,} findings", flush=True)
@@ -174,6 +181,8 @@ def main() -> None:
         f"{first_s:.2f} | {per_ms:.3f} ms | {peer_s / first_s:.2f}× |",
         f"| repeat diagnosis (nothing new stored) | {again_s:.2f} | "
         f"{1000 * again_s / args.n:.3f} ms | {peer_s / again_s:.2f}× |",
+        f"| detectors only (repeat, no stages, no taxonomy) | {only_s:.2f} | "
+        f"{1000 * only_s / args.n:.3f} ms | {peer_s / only_s:.2f}× |",
         f"| peer: the same detectors over `iter_trajectories` (messages read), nothing stored | "
         f"{peer_s:.2f} | {1000 * peer_s / args.n:.3f} ms | 1.00× |",
         "",

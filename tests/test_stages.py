@@ -150,6 +150,24 @@ def test_the_predictor_on_a_run_with_both_classes(tmp_path: Path) -> None:
     again = diagnose_run(store, run_id, registry=registry, save=False)
     assert again.stages is not None and again.stages.predictor == p  # seeded folds
     assert diagnose_run(store, run_id, registry=registry, stages=False).stages is None
+    assert not p.sampled
+
+
+def test_a_large_run_is_predicted_from_a_seeded_sample(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_FIT counted attempts the predictor fits a seeded sample of them (said in the
+    result), the same sample every time."""
+    import sharpen.diagnose.predict as predict
+
+    run_id, registry = prefix_run(tmp_path / "mixed.db", 12)
+    store = Store(f"sqlite:///{tmp_path / 'mixed.db'}")
+    monkeypatch.setattr(predict, "MAX_FIT", 10)
+    d = diagnose_run(store, run_id, registry=registry, save=False)
+    assert d.stages is not None and d.stages.predictor is not None
+    p = d.stages.predictor
+    assert p.sampled and p.n == 10 and p.solved + p.failed == 10
+    again = diagnose_run(store, run_id, registry=registry, save=False)
+    assert again.stages is not None and again.stages.predictor == p
 
 
 def test_hanley_mcneil_interval_narrows_with_n_and_auroc_matches_sklearn() -> None:

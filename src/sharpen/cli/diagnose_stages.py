@@ -31,7 +31,8 @@ def predictor_text(p: Prediction) -> str:
     auc = "—" if p.auroc is None else f"{p.auroc:.2f}"
     if p.auroc_ci is not None:
         auc += f" [{p.auroc_ci[0]:.2f}, {p.auroc_ci[1]:.2f}]"
-    return (f"{head}, {p.folds}-fold CV over {p.n} attempts): accuracy {p.accuracy:.2f} "
+    over = f"a seeded sample of {p.n} attempts" if p.sampled else f"{p.n} attempts"
+    return (f"{head}, {p.folds}-fold CV over {over}): accuracy {p.accuracy:.2f} "
             f"[{p.accuracy_ci.low:.2f}, {p.accuracy_ci.high:.2f}] (always the majority: "
             f"{p.majority or 0.0:.2f}), AUROC {auc}")
 

@@ -34,6 +34,12 @@ if TYPE_CHECKING:
 FOLDS = 5
 """Folds of the cross-validation (fewer when a class has fewer members)."""
 
+MAX_FIT = 5000
+"""Counted attempts the predictor is fitted and cross-validated on at most: a larger run is
+sampled (seeded, without replacement), which keeps a 100,000-trajectory diagnosis from
+spending most of its time in the fits, while the accuracy's interval over 5,000 attempts is
+already within ±1.4 points."""
+
 
 class Prediction(BaseModel):
     """How well stage metrics predict success in one run."""
@@ -43,6 +49,8 @@ class Prediction(BaseModel):
     """Why there is no prediction (empty when ``status`` is ``ok``)."""
     n: int = 0
     """Counted attempts used."""
+    sampled: bool = False
+    """Whether ``n`` is a seeded sample of :data:`MAX_FIT` of the run's counted attempts."""
     solved: int = 0
     failed: int = 0
     folds: int = 0
@@ -94,10 +102,16 @@ def hanley_mcneil(auc: float, positives: int, negatives: int) -> tuple[float, fl
 def predict_success(report: StageReport) -> Prediction:
     """The cross-validated success predictor of ``report``'s counted attempts."""
     names, rows, labels = features(report)
+    sampled = len(labels) > MAX_FIT
+    if sampled:
+        import random
+
+        keep = sorted(random.Random(0).sample(range(len(labels)), MAX_FIT))
+        rows, labels = [rows[i] for i in keep], [labels[i] for i in keep]
     solved = sum(labels)
     failed = len(labels) - solved
     base = Prediction(status="not enough data", n=len(labels), solved=solved, failed=failed,
-                      features=names)
+                      features=names, sampled=sampled)
     folds = min(FOLDS, solved, failed)
     if folds < 2:
         return base.model_copy(update={"reason": (
