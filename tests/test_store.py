@@ -412,6 +412,31 @@ def test_add_feedback_appends_in_order_and_is_idempotent(store: Store) -> None:
     assert back.feedback == [*t.feedback, edit]
 
 
+def test_add_feedbacks_in_a_batch_as_one_by_one(store: Store) -> None:
+    """A batch is stored as add_feedback would store its records in order: after each
+    trajectory's last record, ids already stored (or repeated) skipped, run-level records
+    too; the count is of the new ones."""
+    spec, tasks = make_run(store)
+    a = make_trajectory("run-aaaa", tasks[0], spec.hash())
+    b = make_trajectory("run-aaaa", tasks[1], spec.hash())
+    store.save_trajectory(a)
+    store.save_trajectory(b)
+
+    def on(t: Trajectory, name: str) -> Feedback:
+        return Feedback(source="detector", name=name,
+                        target=FeedbackTarget(kind="step", trajectory_id=t.id, step_index=0))
+
+    first, second, other = on(a, "loop"), on(a, "stall"), on(b, "loop")
+    note = Feedback(source="human", target=FeedbackTarget(kind="run", run_id="run-aaaa"))
+    assert store.add_feedbacks([first, other, first, second, a.feedback[0], note]) == 4
+    assert store.feedback_for(a.id) == [*a.feedback, first, second]
+    assert store.feedback_for(b.id) == [*b.feedback, other]
+    assert store.add_feedbacks([second, other, note]) == 0
+    later = on(a, "limit_hit")
+    store.add_feedback(later)
+    assert store.feedback_for(a.id)[-1] == later
+
+
 # -- backend setup, concurrency --------------------------------------------------------------------
 
 
