@@ -1,7 +1,8 @@
 """``sharpen diagnose A --against B`` (what changed between two runs, per detector, on their
 shared tasks) and the decisive-step tally a diagnosis reads back from ``sharpen attribute``'s
-records — on real runs of the code and textworld environments (the model-free null and
-reference agents) in real SQLite stores."""
+records — on real runs of the textworld environment (the model-free null and reference
+agents; no sandbox, so no time limit can fail a reference solution on a busy machine) in real
+SQLite stores."""
 
 from __future__ import annotations
 
@@ -19,16 +20,16 @@ from sharpen.diagnose.decisive import NAME
 from sharpen.diagnose.run import diagnose_run
 from sharpen.store import Store
 
-CODE = PluginRef(name="code", args={"source": "generated"})
+TEXTWORLD = PluginRef(name="textworld")
 
 
 def two_runs(tmp_path: Path) -> tuple[Store, str, str]:
     """The null agent (gives up: ``limit_hit`` on every task) and the reference agent (solves
-    every task) on the same 5 code tasks, in one store."""
-    tasks = REGISTRY.create("env", CODE).list_tasks("test", limit=5)
+    every task) on the same 5 textworld tasks, in one store."""
+    tasks = REGISTRY.create("env", TEXTWORLD).list_tasks("test", limit=5)
     db = tmp_path / "s.db"
-    null = asyncio.run(run_agent(db, CODE, "null", tasks))[0].run_id
-    ref = asyncio.run(run_agent(db, CODE, "reference", tasks))[0].run_id
+    null = asyncio.run(run_agent(db, TEXTWORLD, "null", tasks))[0].run_id
+    ref = asyncio.run(run_agent(db, TEXTWORLD, "reference", tasks))[0].run_id
     return Store(f"sqlite:///{db}"), null, ref
 
 

@@ -363,7 +363,8 @@ def test_request_key_leaves_out_an_absent_schema() -> None:
 @pytest.mark.parametrize("cassette", sorted(p.name for p in CASSETTES.glob("*.jsonl")))
 def test_every_cassette_keeps_its_keys(cassette: str) -> None:
     """Each recorded key is the key of its stored request today (with its response schema, if
-    it has one); a cassette recorded before structured output replays as ``validate``."""
+    it has one); a cassette recorded before structured output (no schema, no recorded mode)
+    replays as ``validate``, a later one as the mode it recorded."""
     lines = [json.loads(line) for line in (CASSETTES / cassette).read_text().splitlines() if line]
     assert lines
     for line in lines:
@@ -373,8 +374,12 @@ def test_every_cassette_keeps_its_keys(cassette: str) -> None:
         schema = (ResponseSchema.model_validate(req["response_schema"])
                   if "response_schema" in req else None)
         assert request_key(messages, tools, req["params"], schema) == line["key"]
-    if not any("response_schema" in line["request"] for line in lines):
-        assert ReplayModel(str(CASSETTES / cassette)).structured_output == "validate"
+    recorded = {(line.get("model") or {}).get("structured_output") for line in lines} - {None}
+    replayed = ReplayModel(str(CASSETTES / cassette)).structured_output
+    if not recorded and not any("response_schema" in line["request"] for line in lines):
+        assert replayed == "validate"
+    elif recorded:
+        assert replayed in recorded
 
 
 # -- ResponseSchema ----------------------------------------------------------------------------
