@@ -411,8 +411,7 @@ class Store:
     def add_feedback(self, fb: Feedback) -> None:
         """Append one feedback record. Records are immutable: adding an id that is already
         stored changes nothing (edits are new records with ``supersedes``)."""
-        with write_begin(self._engine) as conn:
-            _append_feedback(conn, fb)
+        self.add_feedbacks([fb])
 
     def add_feedbacks(self, records: Sequence[Feedback]) -> int:
         """Append ``records`` in one transaction, as :meth:`add_feedback` would one by one,
