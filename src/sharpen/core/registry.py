@@ -43,7 +43,7 @@ from sharpen.core.hashing import content_hash
 T = TypeVar("T")
 P = TypeVar("P", bound=Callable[..., Any])
 
-KINDS = ("env", "agent", "model", "proposer", "judge", "verifier", "detector")
+KINDS = ("env", "agent", "model", "proposer", "judge", "verifier", "detector", "trainer", "executor")
 """Every plug-in kind (the ``KIND`` of a ``KIND.NAME`` entry point)."""
 
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -106,6 +107,7 @@ class Runner:
         model_factory: Callable[[RunConfig], ChatModel] | None = None,
         registry: Registry = REGISTRY,
         prices: PriceTable | None = None,
+        on_episode: Sequence[Callable[[Trajectory], None]] = (),
     ) -> None:
         self.store = store
         self.progress = progress
@@ -116,6 +118,9 @@ class Runner:
         # Tests and benchmarks may inject a model (priced by them); normally it is built from
         # the spec's ref and priced by ``prices`` (default: the table as each run starts).
         self.model_factory = model_factory or (lambda c: build_model(c, registry, prices))
+        self.on_episode = tuple(on_episode)
+        """Called with each trajectory once it is stored (live exports: ``--otlp``); an
+        observer's exception is reported on stderr and never stops the run."""
 
     async def run(self, config: RunConfig, *, resume: bool = False, label: str = "episodes") -> RunSummary:
         """Run (or resume) ``config``; returns the summary of every trajectory of the run.
@@ -177,6 +182,7 @@ class Runner:
                     await asyncio.shield(asyncio.wrap_future(writes.submit(traj)))
                     tally.add(traj)
                     bar.advance(traj)
+                    self._observe(traj)
                     breaker.record(traj)
 
                 with closing.scope():
@@ -198,6 +204,13 @@ class Runner:
             # Synchronous on purpose: the status is written even while Ctrl-C cancels tasks.
             self.store.set_run_status(run_id, status, summary.model_dump(mode="json"))
         return summary
+
+    def _observe(self, traj: Trajectory) -> None:
+        for observer in self.on_episode:
+            try:
+                observer(traj)
+            except Exception as exc:  # noqa: BLE001 — an exporter's fault is not the run's
+                print(f"sharpen: an episode observer failed: {exc!r}", file=sys.stderr)
 
     async def _episode(
         self, config: RunConfig, agent_hash: str, model: ChatModel, run_id: str,
