@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from pg_server import postgres, url  # noqa: F401  (fixtures: a PostgreSQL server, a fresh db)
+from train_base import base_checkpoint, base_gguf  # noqa: F401  (fixtures: the start model)
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.registry import PluginRef
