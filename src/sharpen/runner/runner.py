@@ -6,44 +6,39 @@ Contract:
 - A cancelled run (Ctrl-C; SIGTERM under :func:`sharpen.runner.signals.run_sync`) is marked
   ``interrupted``; the process is recorded as the run's owner, so a run killed by SIGKILL is
   reported ``interrupted`` by the next reader on this host (``Store.settle_orphans``).
+- Where the episodes are played is the executor's business (:mod:`sharpen.runner.executor`:
+  ``local`` asyncio tasks by default, ``ray`` on a cluster); the runner keeps the manifest,
+  resume, the one store writer, the tally, the bar and the breaker, whichever plays them.
 - ``resume=True`` continues the newest run with the same config hash and skips every
   (task, spec, epoch) triple already stored; the store's unique key makes a duplicate
   impossible even if two processes race.
-- Infra errors are retried per model call (:mod:`sharpen.runner.retry`); an episode whose
-  retries run out is stored with error kind ``infra``. An unexpected exception inside the
-  harness (environment or agent code) is stored as ``env``: the agent is never blamed for
-  sharpen's failures; an :class:`~sharpen.core.errors.AgentError` (the agent's own failure:
-  an external agent program that crashed) is stored as ``agent``. A
-  :class:`~sharpen.core.errors.UserError` stops the run.
+- Infra errors are retried per model call (:mod:`sharpen.runner.retry`); how an episode's
+  failures are classified (``infra``, ``env``, ``agent``) is :mod:`sharpen.runner.episode`'s.
+  A :class:`~sharpen.core.errors.UserError` stops the run.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import sys
 import time
-import traceback
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sharpen.agents.base import AGENT, needs_model
-from sharpen.agents.confidence import attach as attach_confidence
+from sharpen.agents.base import needs_model
 from sharpen.agents.constrained import decoding_label
-from sharpen.core.errors import AgentError, InfraError, UserError
+from sharpen.core.errors import UserError
 from sharpen.core.manifest import RunManifest
-from sharpen.core.outcome import Outcome
 from sharpen.core.registry import REGISTRY, Registry
-from sharpen.core.task import TaskSpec
 from sharpen.core.trajectory import Trajectory, trajectory_key
 from sharpen.envs.base import ENV
 from sharpen.models.base import MODEL, ChatModel
 from sharpen.models.pricing import PricedModel, PriceTable
 from sharpen.runner.config import RunConfig
+from sharpen.runner.episode import play_episode
+from sharpen.runner.executor import Episode, Executor, LocalExecutor, Work
 from sharpen.runner.progress import RunProgress
-from sharpen.runner.retry import RetryingModel
 from sharpen.runner.summary import RunSummary, SummaryBuilder
 from sharpen.runner.writer import StoreWriter
 from sharpen.sandbox.closing import Closing
@@ -108,6 +103,7 @@ class Runner:
         registry: Registry = REGISTRY,
         prices: PriceTable | None = None,
         on_episode: Sequence[Callable[[Trajectory], None]] = (),
+        executor: Executor | None = None,
     ) -> None:
         self.store = store
         self.progress = progress
@@ -121,6 +117,9 @@ class Runner:
         self.on_episode = tuple(on_episode)
         """Called with each trajectory once it is stored (live exports: ``--otlp``); an
         observer's exception is reported on stderr and never stops the run."""
+        self.executor: Executor = executor or LocalExecutor()
+        """Where episodes are played (:mod:`sharpen.runner.executor`); whoever passes one
+        closes it (``aclose``) when done with it."""
 
     async def run(self, config: RunConfig, *, resume: bool = False, label: str = "episodes") -> RunSummary:
         """Run (or resume) ``config``; returns the summary of every trajectory of the run.
@@ -137,7 +136,7 @@ class Runner:
                 config_hash=config_hash, isolation=await _isolation(config, self.registry),
                 extra={"concurrency": config.concurrency, "model": config.agent.model.name,
                        "decoding": decoding_label(config.agent.decoding, model),
-                       **config.labels},
+                       "executor": self.executor.name, **config.labels},
             )
             self.store.create_run(manifest, config.agent, config.tasks)
         else:
@@ -149,7 +148,7 @@ class Runner:
         self.store.set_run_status(run_id, "running", owner=RunOwner.current())
         agent_hash = config.agent.hash()
         todo = [
-            (task, epoch)
+            Episode(task, epoch)
             for epoch in range(config.epochs)
             for task in config.tasks
             if trajectory_key(task, agent_hash, epoch) not in done
@@ -169,15 +168,15 @@ class Runner:
                              enabled=self.progress, label=label, transient=self.transient,
                              max_steps=config.agent.limits.max_steps,
                              verbose=self.verbose) as bar:
-                sem = asyncio.Semaphore(max(1, config.concurrency))
                 breaker = _InfraBreaker(
                     limit=max(1, min(len(todo), max(INFRA_STREAK_LIMIT, config.concurrency)))
                 )
 
-                async def one(task: TaskSpec, epoch: int) -> None:
-                    async with sem:
-                        traj = await self._episode(config, agent_hash, model, run_id, task, epoch,
-                                                   bar)
+                async def play(episode: Episode) -> Trajectory:
+                    return await play_episode(config, run_id, model, episode.task,
+                                              episode.epoch, self.registry, bar)
+
+                async def finished(traj: Trajectory) -> None:
                     # Shielded: a finished episode is saved even if Ctrl-C cancels us now.
                     await asyncio.shield(asyncio.wrap_future(writes.submit(traj)))
                     tally.add(traj)
@@ -186,7 +185,7 @@ class Runner:
                     breaker.record(traj)
 
                 with closing.scope():
-                    await _gather_or_cancel([one(t, e) for t, e in todo])
+                    await self.executor.run(Work(config, run_id, todo, play), finished)
             status = "finished"
         except UserError:
             status = "failed"
@@ -211,39 +210,6 @@ class Runner:
                 observer(traj)
             except Exception as exc:  # noqa: BLE001 — an exporter's fault is not the run's
                 print(f"sharpen: an episode observer failed: {exc!r}", file=sys.stderr)
-
-    async def _episode(
-        self, config: RunConfig, agent_hash: str, model: ChatModel, run_id: str,
-        task: TaskSpec, epoch: int, bar: RunProgress,
-    ) -> Trajectory:
-        seed = config.attempt_seed(task, epoch)
-        traj = Trajectory(run_id=run_id, task=task, agent_hash=agent_hash, epoch=epoch, seed=seed)
-
-        def count_retry(_: InfraError) -> None:
-            traj.infra_retries += 1
-
-        retrying = RetryingModel(model, config.retry, random.Random(seed), on_retry=count_retry)
-        agent = self.registry.create(AGENT, config.agent.agent)
-        env = self.registry.create(ENV, config.env)
-        try:
-            with bar.episode(traj):  # steps, tokens and activity on the bar (when shown)
-                await agent.run(env, bar.metered(retrying), config.agent, traj)
-                # The agent's stated confidence, if it gave one, for calibration.
-                traj.outcome = attach_confidence(await env.outcome(), traj)
-        except InfraError as exc:
-            traj.outcome = Outcome(success=False, error_kind="infra", error=str(exc)[:2000])
-        except AgentError as exc:  # the agent's own failure (an external program crashed)
-            traj.outcome = Outcome(success=False, error_kind="agent", error=str(exc)[:2000])
-        except (UserError, asyncio.CancelledError):
-            raise
-        except Exception as exc:  # noqa: BLE001 — a harness bug must not be the agent's fault
-            tb = "".join(traceback.format_exception(exc, limit=-3))
-            traj.outcome = Outcome(success=False, error_kind="env", error=tb[-2000:])
-        finally:
-            await env.close()
-        if traj.ended_at is None:
-            traj.ended_at = datetime.now(UTC)
-        return traj
 
 
 def _refuse_if_in_flight(store: Store, run_id: str) -> None:
@@ -290,15 +256,3 @@ class _InfraBreaker:
                 "check that the model endpoint is up and --base-url is right, then rerun the "
                 "same command with --resume",
             )
-
-
-async def _gather_or_cancel(coros: list[Coroutine[Any, Any, None]]) -> None:
-    """Run all; on the first exception (or cancellation) cancel the rest and re-raise."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
