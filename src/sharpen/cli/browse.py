@@ -161,7 +161,8 @@ def export(
         "--format", "-f", help="jsonl (everything stored), sft (messages), completion (prompt and one reply: "
         "the loss on replies only), preference (prompt, chosen, rejected) or groups (completions "
         "of one prompt with rewards and advantages); or inspect (each run as an Inspect AI log that "
-        "`inspect view` opens; -o a .eval/.json file or a folder; no filters).")]
+        "`inspect view` opens; -o a .eval/.json file or a folder; no filters); or otlp (each run "
+        "as OpenTelemetry GenAI spans: to --endpoint over OTLP/HTTP, or -o an OTLP/JSON file).")]
         = "jsonl",
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="File to write (default: stdout).")] = None,
@@ -184,12 +185,27 @@ def export(
         "--pairs", help="preference: what makes a pair — verifier (a better-scored and a worse "
         "episode of one prompt) or judge (a pairwise judge's verdicts, `sharpen judge A --judge "
         "pairwise --versus B`: export both runs; ties are left out).")] = "verifier",
+    endpoint: Annotated[str | None, typer.Option(
+        help="otlp: the receiver's URL (Phoenix http://127.0.0.1:6006, Langfuse "
+        "https://cloud.langfuse.com/api/public/otel; /v1/traces is appended).")] = None,
+    project: Annotated[str, typer.Option(
+        help="otlp: the project (Phoenix) and service.name the spans are filed under.")] = "sharpen",
+    header: Annotated[list[str] | None, typer.Option(
+        "--header", help="otlp: an HTTP header, NAME=VALUE (repeatable; e.g. Langfuse's "
+        "Authorization=Basic ...); OTEL_EXPORTER_OTLP_HEADERS is read too.")] = None,
     store: StoreOpt = None,
 ) -> None:
     """Export trajectories as JSON lines: the full record, or fine-tuning data (SFT examples,
     preference pairs, RL groups) filtered by outcome and feedback.
 
-    ``--format inspect`` writes each run whole as an Inspect AI log instead (docs/integrations.md)."""
+    ``--format inspect`` writes each run whole as an Inspect AI log instead, ``--format otlp``
+    as OpenTelemetry traces (docs/integrations.md)."""
+    if format == "otlp":
+        from sharpen.cli.otel_cmd import export_otlp
+
+        export_otlp(runs, endpoint, output, project, header, store, filtered=bool(feedback) or any(
+            v is not None for v in (success, split, min_reward, include_errors)))
+        return
     if format == "inspect":
         _export_inspect(runs, output, store, filtered=bool(feedback) or any(
             v is not None for v in (success, split, min_reward, include_errors)))

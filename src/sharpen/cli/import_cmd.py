@@ -1,5 +1,6 @@
-"""``sharpen import inspect LOG...``: other tools' logs into the store, as runs that ``report``,
-``compare``, ``diagnose`` and ``view`` read like any other."""
+"""``sharpen import inspect LOG...``, ``import otlp FILE...`` and ``import phoenix``: other
+tools' logs into the store, as runs that ``report``, ``compare``, ``diagnose`` and ``view``
+read like any other."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from sharpen.core.errors import UserError
 
 app = typer.Typer(
     help="Import other tools' logs as runs: Inspect AI's .eval and .json logs (one run per log, "
-    "one trajectory per sample and epoch), for report, compare, diagnose and view.",
+    "one trajectory per sample and epoch), OpenTelemetry spans from an OTLP/JSON file or a "
+    "Phoenix project, for report, compare, diagnose and view.",
     no_args_is_help=True,
 )
 
@@ -46,3 +48,33 @@ def inspect_logs(
         again = "" if d.written else " (imported before: nothing new)"
         out.print(f"run {d.run_id}: {d.task} on {d.model}, {d.written} of {d.samples} samples "
                   f"stored (scorer {d.scorer or 'none'}{acc}){again} — sharpen report {d.run_id}")
+
+
+@app.command("otlp")
+def otlp_files(
+    files: Annotated[list[Path], typer.Argument(
+        help="OTLP/JSON files (the collector's file exporter: a request a line).")],
+    json_out: JsonOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """Import OpenTelemetry spans: runs sharpen exported come back as they were; other GenAI /
+    OpenInference spans become a run per service, an episode per agent span (docs/integrations.md).
+    Importing the same spans again adds nothing."""
+    from sharpen.cli.otel_cmd import import_otlp
+
+    import_otlp(files, json_out, store)
+
+
+@app.command("phoenix")
+def phoenix_project(
+    endpoint: Annotated[str, typer.Option(help="Phoenix's base URL, e.g. http://127.0.0.1:6006.")],
+    project: Annotated[str, typer.Option(help="The Phoenix project whose spans to import.")] = "default",
+    header: Annotated[list[str] | None, typer.Option(
+        "--header", help="An HTTP header, NAME=VALUE (e.g. Authorization=Bearer KEY).")] = None,
+    json_out: JsonOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """Import a Phoenix project's spans through its REST API, as `import otlp` does a file."""
+    from sharpen.cli.otel_cmd import import_phoenix
+
+    import_phoenix(endpoint, project, header, json_out, store)

@@ -140,6 +140,13 @@ def run(
         "--judge-arg", help="Judge args, KEY=VALUE (repeatable).")] = None,
     judge_model: Annotated[str | None, typer.Option(
         "--judge-model", help="The judge's model backend (default: the run's model).")] = None,
+    otlp: Annotated[str | None, typer.Option(
+        "--otlp", help="Send each episode as OpenTelemetry GenAI spans, live, to this OTLP/HTTP "
+        "receiver (Phoenix http://127.0.0.1:6006; docs/integrations.md).")] = None,
+    otlp_project: Annotated[str, typer.Option(
+        "--otlp-project", help="--otlp: the project / service.name of the spans.")] = "sharpen",
+    otlp_header: Annotated[list[str] | None, typer.Option(
+        "--otlp-header", help="--otlp: an HTTP header, NAME=VALUE (repeatable).")] = None,
     json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
@@ -176,14 +183,28 @@ def run(
     if target_effect is not None:
         _print_power_plan(console, st, environment, env_ref, target_effect, len(task_list), epochs,
                           split, seed)
+    live = None
+    if otlp is not None:
+        from sharpen.cli.otel_cmd import sink
+
+        live = sink(otlp, otlp_project, otlp_header, st)
     try:
         runner = Runner(st, progress=progress and not (json_out or quiet),
-                        verbose=verbose and not json_out)
+                        verbose=verbose and not json_out, on_episode=[live] if live else [])
         summary = run_sync(runner.run(config, resume=resume))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         console.print("[yellow]Interrupted.[/] Finished episodes are saved; rerun the same "
                       "command with --resume to do the rest.")
         raise typer.Exit(exc.exit_code if isinstance(exc, Terminated) else 130) from None
+    finally:
+        if live is not None:  # the run's root span, then every queued span flushed
+            try:
+                sent = live.close()
+                console.print(f"sent {sent} spans to {otlp} (project {otlp_project})",
+                              highlight=False)
+            except UserError as exc:  # the run is stored all the same: say so, not fail it
+                console.print(f"[yellow]warning:[/] {exc.message}; `sharpen export RUN --format "
+                              f"otlp --endpoint {otlp}` sends it again", highlight=False)
     judged = None if setup is None else _judge_after(console, st, summary.run_id, setup,
                                                      concurrency)
     if json_out:
