@@ -160,7 +160,8 @@ def export(
     format: Annotated[str, typer.Option(
         "--format", "-f", help="jsonl (everything stored), sft (messages), completion (prompt and one reply: "
         "the loss on replies only), preference (prompt, chosen, rejected) or groups (completions "
-        "of one prompt with rewards and advantages); or inspect (each run as an Inspect AI log that "
+        "of one prompt with rewards and advantages), tokens (token ids with loss and environment masks); "
+        "or inspect (each run as an Inspect AI log that "
         "`inspect view` opens; -o a .eval/.json file or a folder; no filters); or otlp (each run "
         "as OpenTelemetry GenAI spans: to --endpoint over OTLP/HTTP, or -o an OTLP/JSON file).")]
         = "jsonl",
@@ -185,6 +186,9 @@ def export(
         "--pairs", help="preference: what makes a pair — verifier (a better-scored and a worse "
         "episode of one prompt) or judge (a pairwise judge's verdicts, `sharpen judge A --judge "
         "pairwise --versus B`: export both runs; ties are left out).")] = "verifier",
+    tokenizer: Annotated[str | None, typer.Option(
+        help="tokens: a .gguf model file or a checkpoint folder whose tokenizer and chat "
+        "template to use (default: the embedded model's).")] = None,
     endpoint: Annotated[str | None, typer.Option(
         help="otlp: the receiver's URL (Phoenix http://127.0.0.1:6006, Langfuse "
         "https://cloud.langfuse.com/api/public/otel; /v1/traces is appended).")] = None,
@@ -214,7 +218,8 @@ def export(
                   feedback=[FeedbackCondition.parse(f) for f in feedback or []],
                   include_errors=include_errors)
     lines, count = export_lines(open_store(store), runs, format, where,
-                                pairs_per_prompt=pairs_per_prompt, preference=pairs)
+                                pairs_per_prompt=pairs_per_prompt, preference=pairs,
+                                tokenizer=tokenizer)
     out = output.open("w") if output else sys.stdout
     try:
         for line in lines:

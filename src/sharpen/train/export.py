@@ -19,7 +19,11 @@ Every format is one JSON object per line, in the conversational shapes TRL's tra
   ``preference="judge"``, where a pairwise judge preferred it (:func:`_judged_pairs`);
 - ``groups`` — ``{"prompt": [...], "completions": [[...], ...], "rewards": [...],
   "advantages": [...]}``: every kept trajectory of one prompt, with group-normalised
-  advantages ``(r − mean) / std`` as GRPO uses them (all 0 when the group's rewards are equal).
+  advantages ``(r − mean) / std`` as GRPO uses them (all 0 when the group's rewards are equal);
+- ``tokens`` — ``{"input_ids", "loss_mask", "env_mask", "logprobs", "prompt_length",
+  "segments"}``: the conversation as token ids under a tokenizer's chat template (default the
+  embedded model's), with the agent's and the environment's tokens marked
+  (:mod:`sharpen.train.tokens`).
 
 The training formats end each conversation at the agent's last reply: the environment's
 final verdict (``5/5 tests passed.``) is nothing the model says, and a trainer that computes
@@ -57,7 +61,7 @@ from sharpen.envs.base import ENV
 from sharpen.envs.generation import check_split
 from sharpen.store import Store
 
-Format = Literal["jsonl", "sft", "completion", "preference", "groups"]
+Format = Literal["jsonl", "sft", "completion", "preference", "groups", "tokens"]
 FORMATS: tuple[str, ...] = get_args(Format)
 PreferenceSource = Literal["verifier", "judge"]
 """What makes a preference pair: the outcome's score, or a pairwise judge's verdict."""
@@ -251,14 +255,16 @@ def _uses_tool_calls(messages: list[dict[str, Any]]) -> bool:
 
 def export(
     store: Store, runs: Iterable[str], fmt: str, where: Where | None = None, *,
-    pairs_per_prompt: int = 1, preference: str = "verifier",
+    pairs_per_prompt: int = 1, preference: str = "verifier", tokenizer: Any = None,
 ) -> tuple[Iterator[dict[str, Any]], ExportCount]:
     """Lines of ``fmt`` (one of :data:`FORMATS`) from the trajectories of ``runs`` (ids,
     prefixes or ``latest``) that ``where`` keeps; the count fills in as the lines are read.
     ``pairs_per_prompt`` bounds the preference pairs made from one prompt (best against
     worst, then second best against second worst, ...). ``preference="judge"`` makes the
     pairs from pairwise judge verdicts instead (:func:`_judged_pairs`; every decisive judged
-    pair is a line, ``pairs_per_prompt`` does not apply)."""
+    pair is a line, ``pairs_per_prompt`` does not apply). ``tokenizer`` (``tokens`` only): a
+    loaded tokenizer, or what :func:`sharpen.train.tokens.load_tokenizer` takes (``None``:
+    the embedded model's)."""
     if fmt not in FORMATS:
         raise UserError(f"unknown export format {fmt!r}", f"use --format with one of {', '.join(FORMATS)}")
     if pairs_per_prompt < 1:
@@ -267,6 +273,10 @@ def export(
     if preference not in PREFERENCE_SOURCES:
         raise UserError(f"unknown preference source {preference!r}",
                         f"use --pairs with one of {', '.join(PREFERENCE_SOURCES)}")
+    if fmt == "tokens" and (tokenizer is None or isinstance(tokenizer, str)):
+        from sharpen.train.tokens import load_tokenizer  # needs transformers; fails before a line
+
+        tokenizer = load_tokenizer(tokenizer)
     where = where or Where()
     if where.include_errors is None:
         where = where.model_copy(update={"include_errors": fmt == "jsonl"})
@@ -277,7 +287,8 @@ def export(
     unit, write = {"jsonl": ("trajectories", _jsonl), "sft": ("examples", _sft),
                    "completion": ("examples", _completions),
                    "preference": ("pairs", pairs),
-                   "groups": ("groups", _groups)}[fmt]
+                   "groups": ("groups", _groups),
+                   "tokens": ("trajectories", lambda k: _tokens(k, tokenizer))}[fmt]
     count.unit, count.where = unit, where.describe()
     lines = write(_kept(store, ids, where, count, finished_only=fmt != "jsonl"))
 
@@ -333,6 +344,14 @@ def _completions(kept: Iterable[_Kept]) -> Iterator[dict[str, Any]]:
                 line["tools"] = k.tools
             line["meta"] = {**k.meta(), "reply": n}
             yield line
+
+
+def _tokens(kept: Iterable[_Kept], tokenizer: Any) -> Iterator[dict[str, Any]]:
+    from sharpen.train.tokens import tokenize_trajectory
+
+    for k in kept:
+        line = tokenize_trajectory(k.t, tokenizer).to_json()
+        yield {**line, "meta": {**k.meta(), "tokenizer": tokenizer.name_or_path}}
 
 
 def _by_prompt(kept: Iterable[_Kept]) -> list[list[_Kept]]:
