@@ -31,6 +31,9 @@ COMMANDS: tuple[LazyCommand, ...] = (
     LazyCommand("import", "sharpen.cli.import_cmd", "app",
                 "Import other tools' logs as runs: Inspect AI's .eval and .json logs (one run per "
                 "log, one trajectory per sample and epoch), for report, compare, diagnose and view."),
+    LazyCommand("train", "sharpen.cli.train_cmd", "train",
+                "Train the agent's model on an environment's train tasks with a method (star, "
+                "rerest, grpo, dpo, reward-model); report base vs trained on held-out test tasks."),
     LazyCommand("checkpoint", "sharpen.cli.train_cmd", "checkpoint",
                 "Write the embedded model (or another GGUF model) as a float32 Hugging Face "
                 "checkpoint with its tokenizer and chat template, for fine-tuning on `sharpen "
