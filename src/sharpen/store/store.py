@@ -289,14 +289,19 @@ class Store:
                 raise ValueError(f"trajectory {t.id} has repeated step indexes")
         if not ts:
             return []
-        try:
-            with write_begin(self._engine) as conn:
-                return self._insert_new(conn, ts)
-        except IntegrityError:
-            # Another writer saved one of these keys between our check and insert (backends
-            # without SQLite's whole-database write lock): retry, skipping what is there now.
-            with write_begin(self._engine) as conn:
-                return self._insert_new(conn, ts)
+        # Another writer may save one of these keys between our check and our insert
+        # (backends without SQLite's whole-database write lock): retry, skipping what is
+        # there now. Each such failure means one more of our keys is stored, so this ends
+        # within len(ts) + 1 attempts (once was not enough: eight writers of the same keys
+        # on PostgreSQL hit it twice).
+        for attempt in range(len(ts) + 1):
+            try:
+                with write_begin(self._engine) as conn:
+                    return self._insert_new(conn, ts)
+            except IntegrityError:
+                if attempt == len(ts):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _insert_new(self, conn: Connection, ts: Sequence[Trajectory]) -> list[bool]:
         run_ids = {t.run_id for t in ts}
@@ -322,9 +327,12 @@ class Store:
                 new.append(t)
         if not new:
             return written
-        tasks = unique_tasks(x.task for x in new)
+        # Rows in key order: writers inserting overlapping keys then wait for one another
+        # instead of each holding a key the other needs (a deadlock on PostgreSQL).
+        tasks = sorted(unique_tasks(x.task for x in new), key=lambda task: task.hash())
         insert_ignore(conn, task_table, [codec.task_row(t) for t in tasks])
-        conn.execute(insert(_T), [codec.trajectory_row(t) for t in new])
+        conn.execute(insert(_T), [codec.trajectory_row(t)
+                                  for t in sorted(new, key=lambda t: (t.run_id, t.key))])
         step_rows = [codec.step_row(t.id, s) for t in new for s in t.steps]
         if step_rows:
             conn.execute(insert(steps), step_rows)
