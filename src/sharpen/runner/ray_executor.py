@@ -1,0 +1,198 @@
+"""The ``ray`` executor: a run's episodes played on a Ray cluster (``--executor ray``).
+
+Each worker slot is one Ray actor (``cpus_per_episode`` CPUs, default 1) that builds the run's
+model once, from the spec's model ref, on its own node — the embedded model is loaded once per
+actor, never per episode — and plays one episode at a time with
+:func:`~sharpen.runner.episode.play_episode`: environment, sandbox and model calls all happen
+on the worker. The driver (the ``sharpen`` process) keeps everything else: each finished
+trajectory comes back as its actor call ends and goes to the runner's one store writer, so a
+store is written by one process whichever executor plays.
+
+Slots: ``min(concurrency, episodes, cluster CPUs // cpus_per_episode)`` actors, so that none
+waits for resources the cluster does not have; each takes the next episode as soon as it
+hands one back.
+
+Failures: an episode whose actor, worker process or node died (any ``ray.exceptions`` error
+other than an exception raised by sharpen's own code) is handed back as ``infra`` — which
+``--resume`` plays again — and that slot is dropped; the other slots play the rest. Should
+every slot die, the episodes left are ``infra`` too. A :class:`~sharpen.core.errors.UserError`
+raised on a worker stops the run as it would locally. Cancelling the run (Ctrl-C, SIGTERM)
+cancels the actor calls in flight (each episode closes its environment), then kills the
+actors. The driver owns the actors, so a driver killed by SIGKILL takes them with it.
+
+Every node must have sharpen (same release, same plug-ins) and Ray installed; plug-ins are
+found on the workers through their entry points or ``module:Name`` refs (a ``file.py:Name``
+ref must name a path that exists on every node), and the model's endpoint, cassette or GGUF
+must be reachable from every node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from datetime import UTC, datetime
+from typing import Any
+
+from sharpen.core.errors import UserError
+from sharpen.core.outcome import Outcome
+from sharpen.core.registry import REGISTRY
+from sharpen.core.trajectory import Trajectory
+from sharpen.models.base import ChatModel
+from sharpen.runner.config import RunConfig
+from sharpen.runner.executor import BaseExecutor, Episode, OnDone, Work, gather_or_cancel
+from sharpen.sandbox.closing import Closing
+
+CANCEL_GRACE_S = 10.0
+"""How long cancelled actor calls get to close their environments before the actors are
+killed."""
+
+
+def _ray() -> Any:
+    """The ``ray`` module, or the UserError that says how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise UserError("--executor ray needs Ray, which is not installed",
+                        "pip install 'sharpen[ray]'") from exc
+    return ray
+
+
+class EpisodeActor:
+    """One worker slot (a Ray actor when wrapped by ``ray.remote``): the run's model, built on
+    the first call and kept, and the Closing its episodes' sandboxes close in."""
+
+    def __init__(self, config: RunConfig, run_id: str) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.model: ChatModel | None = None
+        self.closing = Closing()
+
+    async def play(self, task: Any, epoch: int) -> Trajectory:
+        from sharpen.runner.episode import play_episode
+        from sharpen.runner.runner import build_model
+
+        if self.model is None:  # here, not in __init__: a UserError then reaches the driver
+            self.model = build_model(self.config)
+        with self.closing.scope():
+            return await play_episode(self.config, self.run_id, self.model, task, epoch,
+                                      REGISTRY)
+
+    async def close(self) -> None:
+        if self.model is not None:
+            await self.model.aclose()
+        await self.closing.close()
+
+
+class RayExecutor(BaseExecutor):
+    """Episodes on a Ray cluster (see the module docstring). ``address``: ``auto`` (the
+    cluster this machine is part of, or ``RAY_ADDRESS``), ``HOST:PORT`` of a head node, or
+    ``None`` for a Ray instance started in this process."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, cpus_per_episode: float = 1.0) -> None:
+        if cpus_per_episode <= 0:
+            raise UserError(f"cpus_per_episode must be above 0, got {cpus_per_episode}",
+                            "pass a positive number of CPUs per episode")
+        self.address = address
+        self.cpus_per_episode = float(cpus_per_episode)
+        self._started_here = False
+
+    def _connect(self) -> Any:
+        ray = _ray()
+        if not ray.is_initialized():
+            try:
+                # Worker logs stay on the cluster: stdout may hold --json output alone.
+                ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise UserError(f"could not reach the Ray cluster at {self.address or 'local'}: "
+                                f"{exc}", "start one (`ray start --head`) or fix --ray-address") from exc
+            self._started_here = True
+        return ray
+
+    def _slots(self, ray: Any, work: Work) -> int:
+        cpus = float(ray.cluster_resources().get("CPU", 0.0))
+        fit = int(cpus // self.cpus_per_episode)
+        if fit < 1:
+            raise UserError(f"the Ray cluster has {cpus:g} CPUs, fewer than one episode's "
+                            f"{self.cpus_per_episode:g}",
+                            "add nodes, or lower --executor-arg cpus_per_episode")
+        return max(1, min(work.config.concurrency, len(work.episodes), fit))
+
+    async def run(self, work: Work, on_done: OnDone) -> None:
+        if not work.episodes:
+            return
+        ray = self._connect()
+        remote = ray.remote(EpisodeActor).options(num_cpus=self.cpus_per_episode)
+        actors = [remote.remote(work.config, work.run_id) for _ in range(self._slots(ray, work))]
+        queue = deque(work.episodes)
+        in_flight: dict[int, Any] = {}  # slot → the ref of the call it waits for
+
+        async def slot(i: int, actor: Any) -> None:
+            while queue:
+                episode = queue.popleft()
+                ref = actor.play.remote(episode.task, episode.epoch)
+                in_flight[i] = ref
+                try:
+                    traj = await ref
+                except ray.exceptions.RayTaskError as exc:  # raised by sharpen's own code
+                    if isinstance(exc.cause, UserError):
+                        raise exc.cause from None
+                    raise
+                except ray.exceptions.RayError as exc:  # the actor, its process or node died
+                    await on_done(_lost(work, episode, exc))
+                    return  # this slot is gone; the others play the rest
+                finally:
+                    in_flight.pop(i, None)
+                await on_done(traj)
+
+        finished = False
+        try:
+            await gather_or_cancel([slot(i, a) for i, a in enumerate(actors)])
+            while queue:  # every slot died before the queue was empty
+                await on_done(_lost(work, queue.popleft(), None))
+            finished = True
+        finally:
+            await _stop(ray, actors, list(in_flight.values()), graceful=finished)
+
+    async def aclose(self) -> None:
+        if self._started_here:
+            _ray().shutdown()
+            self._started_here = False
+
+
+def _lost(work: Work, episode: Episode, exc: BaseException | None) -> Trajectory:
+    """The trajectory of an episode that Ray lost: error kind ``infra``, resumable."""
+    why = "no Ray worker left to play it" if exc is None else f"{type(exc).__name__}: {exc}"
+    traj = Trajectory(run_id=work.run_id, task=episode.task, agent_hash=work.config.agent.hash(),
+                      epoch=episode.epoch, seed=work.config.attempt_seed(episode.task, episode.epoch))
+    traj.outcome = Outcome(success=False, error_kind="infra", error=f"ray: {why}"[:2000])
+    traj.ended_at = datetime.now(UTC)
+    return traj
+
+
+async def _stop(ray: Any, actors: list[Any], pending: list[Any], *, graceful: bool) -> None:
+    """End the run's actors: cancel calls still in flight and give them
+    :data:`CANCEL_GRACE_S` to close their environments; after a finished run, let each actor
+    close its model and sandboxes; then kill them all."""
+    for ref in pending:
+        ray.cancel(ref)
+    waits = list(pending)
+    if graceful:
+        waits += [a.close.remote() for a in actors]
+    if waits:
+        # Dead actors answer with errors; only the waiting matters here.
+        tasks = [asyncio.ensure_future(_quiet(w)) for w in waits]
+        _, late = await asyncio.wait(tasks, timeout=CANCEL_GRACE_S)
+        for task in late:
+            task.cancel()
+    for actor in actors:
+        ray.kill(actor)
+
+
+async def _quiet(ref: Any) -> None:
+    # A cancelled or dead call's error is expected here.
+    with contextlib.suppress(Exception):
+        await ref
