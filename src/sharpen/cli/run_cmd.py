@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from sharpen.cli.executor_option import ExecutorOpt, RayAddressOpt, build_executor, closing
 from sharpen.cli.options import (
     BaseUrlOpt,
     DecodingOpt,
@@ -102,6 +103,8 @@ def run(
     split: Annotated[str | None, typer.Option(help="train, val or test (default: all).")] = None,
     epochs: Annotated[int, typer.Option("--epochs", "-k", min=1, help="Repetitions per task.")] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     agent: Annotated[Path | None, typer.Option(
         "--agent", help="AgentSpec YAML (model, params, components, limits).")] = None,
     agent_name: Annotated[str | None, typer.Option(
@@ -172,12 +175,14 @@ def run(
                        concurrency=concurrency, seed=seed,
                        retry=RetryPolicy(max_retries=retries, base_delay=retry_delay))
     setup = None if judge is None else _inline_judge(judge, judge_arg, judge_model, ref)
+    plays = build_executor(executor, ray_address)
     st = open_store(store)
     if not quiet:
         console.print(
             f"[bold]sharpen run[/] {env} · model {ref.name}"
             f"{' ' + str(ref.args) if ref.args else ''}"
             f" · {len(task_list)} tasks × {epochs} epochs · concurrency {concurrency}"
+            f"{'' if executor == 'local' else ' · executor ' + executor}"
             f" · store {st.url}"
         )
     if target_effect is not None:
@@ -190,8 +195,8 @@ def run(
         live = sink(otlp, otlp_project, otlp_header, st)
     try:
         runner = Runner(st, progress=progress and not (json_out or quiet),
-                        verbose=verbose and not json_out, on_episode=[live] if live else [])
-        summary = run_sync(runner.run(config, resume=resume))
+                        verbose=verbose and not json_out, on_episode=[live] if live else [], executor=plays)
+        summary = run_sync(closing(plays, runner.run(config, resume=resume)))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         console.print("[yellow]Interrupted.[/] Finished episodes are saved; rerun the same "
                       "command with --resume to do the rest.")
