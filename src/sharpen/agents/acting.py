@@ -24,8 +24,9 @@ async def apply_action(
     env: Environment, trajectory: Trajectory, step: Step, action: Action
 ) -> str:
     """Send ``action`` to ``env`` and record the answer on ``step`` (observation, reward,
-    flags, info, env time) and its feedback on ``trajectory``. An action the environment
-    declares invalid (``info["invalid"]``) counts in ``trajectory.invalid_actions``.
+    flags, info — added to what the step already recorded of its model call — env time) and
+    its feedback on ``trajectory``. An action the environment declares invalid
+    (``info["invalid"]``) counts in ``trajectory.invalid_actions``.
     Returns the observation; adding it to the conversation is the caller's job."""
     step.action = action
     t0 = time.monotonic()
@@ -35,7 +36,7 @@ async def apply_action(
     step.reward = result.reward
     step.terminated = result.terminated
     step.truncated = result.truncated
-    step.info = result.info
+    step.info = {**step.info, **result.info}  # what the step knew of its model call stays
     if result.info.get("invalid"):
         trajectory.invalid_actions += 1
         step.invalid_action = result.observation

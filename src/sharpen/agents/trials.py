@@ -28,7 +28,7 @@ from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.messages import Message
 from sharpen.core.trajectory import TRIAL, TRIAL_PROMPT, Step, Trajectory
 from sharpen.envs.base import Environment
-from sharpen.models.base import ChatModel, Completion
+from sharpen.models.base import ChatModel, Completion, call_info
 
 
 def retry_params(spec: AgentSpec, temperature: float | None) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def record_call(trajectory: Trajectory, ask: list[Message], completion: Completi
     index = len(trajectory.steps)
     trajectory.steps.append(Step(
         index=index, messages=[*ask, completion.message], usage=completion.usage,
-        model_seconds=completion.latency_s, info=info))
+        model_seconds=completion.latency_s, info={**call_info(completion), **info}))
     trajectory.usage = trajectory.usage + completion.usage
     return index
 

@@ -34,6 +34,25 @@ class Completion(BaseModel):
     """Token ids of the reply, when available."""
     latency_s: float = 0.0
     """Wall time of the call."""
+    route: str | None = None
+    """The model that served this call when the backend routes each call to one of several
+    (the ``router``): the call is priced as that model, and agents record it in the step's
+    ``info`` (:func:`call_info`). ``None`` for a backend that is one model."""
+    info: dict[str, Any] = Field(default_factory=dict)
+    """What the backend records about this call beside ``route`` (the router: the routes
+    that failed before one served it), copied into the step's ``info`` with it."""
+
+
+ROUTE = "route"
+"""``Step.info`` key: the model that served the step's call (:attr:`Completion.route`)."""
+
+
+def call_info(completion: Completion) -> dict[str, Any]:
+    """What a step records of the call that made it: ``route`` and the backend's ``info``
+    (empty for a backend that is one model)."""
+    if completion.route is None and not completion.info:
+        return {}
+    return {**completion.info, **({ROUTE: completion.route} if completion.route else {})}
 
 
 @runtime_checkable

@@ -147,9 +147,9 @@ class PriceTable:
 
 class PricedModel(ModelWrapper):
     """A ChatModel that sets each completion's ``usage.cost_usd`` from ``prices`` by its
-    ``name``: the one place a cost is computed. A completion that counted no tokens at all
-    (a server that sent no usage) keeps an unknown cost: there is nothing to price. Retries
-    and everything else are ``inner``'s."""
+    ``name`` — a routed completion's by its ``route`` — the one place a cost is computed. A
+    completion that counted no tokens at all (a server that sent no usage) keeps an unknown
+    cost: there is nothing to price. Retries and everything else are ``inner``'s."""
 
     def __init__(self, inner: ChatModel, prices: PriceTable) -> None:
         super().__init__(inner)
@@ -167,7 +167,8 @@ class PricedModel(ModelWrapper):
                                             response_schema=response_schema)
         usage = completion.usage
         counted = usage.input_tokens or usage.output_tokens
-        usage.cost_usd = self.prices.cost(self.name, usage) if counted else None
+        # A routed call is priced as the model that served it, not as the router.
+        usage.cost_usd = self.prices.cost(completion.route or self.name, usage) if counted else None
         return completion
 
 
