@@ -81,6 +81,9 @@ COMMANDS: tuple[LazyCommand, ...] = (
     LazyCommand("demo", "sharpen.cli.demo_cmd", "demo",
                 "Baseline the embedded model on code tasks, improve it with Reflexion on the failed "
                 "tests within a budget, and print the held-out verdict with its paired 95% interval."),
+    LazyCommand("router", "sharpen.cli.router_cmd", "app",
+                "Fit the router model's classifier on stored runs of fixed models (one run per "
+                "model, cheapest first): each task labelled with the cheapest model that solved it."),
     LazyCommand("check", "sharpen.cli.check_cmd", "app",
                 "Check that a plug-in keeps its kind's contract (like Gymnasium's check_env)."),
 )

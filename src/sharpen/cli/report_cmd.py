@@ -24,6 +24,7 @@ from sharpen.stats.judged import CriterionScore
 from sharpen.stats.power import PowerPlan
 from sharpen.stats.report import RunReport
 from sharpen.stats.rounding import interval_text
+from sharpen.stats.routing import RoutingSection
 
 if TYPE_CHECKING:
     from sharpen.store import Store
@@ -130,6 +131,35 @@ def irt_tables(irt: IRTSection) -> list[Table]:
     return tables
 
 
+def routing_tables(routing: RoutingSection) -> list[Table]:
+    """Calls per route of a router run, and its cost–success point next to each fixed
+    route's run on the same environment (Pareto-optimal points marked)."""
+    fell = f" · {routing.fallbacks} call(s) fell back to a later route (infra)" if routing.fallbacks else ""
+    use = Table(title=f"Routing: calls per route{fell}", title_justify="left")
+    for col in ("route", "calls", "tokens in / out", "dollars"):
+        use.add_column(col)
+    for r in routing.routes:
+        use.add_row(r.route, str(r.calls), f"{r.input_tokens:,} / {r.output_tokens:,}",
+                    "unknown" if r.cost_usd is None else f"${r.cost_usd:.4f}")
+    tables = [use]
+    front = routing.frontier
+    if front is not None:
+        axis = "dollars per task" if front.axis == "cost_usd" else "tokens per task"
+        note = f" · {routing.note}" if routing.note else ""
+        t = Table(title=f"Cost–success frontier: the router and each fixed route{note}",
+                  title_justify="left")
+        for col in ("model", "run", "success", "95% CI (points)", axis, "on frontier"):
+            t.add_column(col)
+        for p in front.points:
+            cost = (f"{p.tokens_per_task:,.0f}" if front.axis == "tokens"
+                    else f"${p.cost_per_task or 0:.5f}")
+            t.add_row(p.label, p.run_id[:12], pct(p.accuracy), interval_text(p.ci_low, p.ci_high),
+                      cost, "yes" if p.on_frontier else "no",
+                      style="bold" if p.label == "router" else None)
+        tables.append(t)
+    return tables
+
+
 def _epochs(n: int) -> str:
     return f"{n} epoch" if n == 1 else f"{n} epochs"
 
@@ -192,6 +222,9 @@ def render(report: RunReport, console: Console) -> None:
         console.print(fit(judge_table(report.judges, report.judge_errors), console))
     _section(console, "Cost", cost_rows(report.cost)
              + ([("run wall time", f"{r.wall_seconds:.1f} s")] if r.wall_seconds is not None else []))
+    if report.routing is not None:
+        for t in routing_tables(report.routing):
+            console.print(fit(t, console))
     rel = report.reliability
     c = rel.consistency
     cons = ("not available (one valid trial per task)" if not c.available else

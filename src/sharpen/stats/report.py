@@ -20,6 +20,7 @@ from sharpen.stats.irt_runs import IRTSection, run_section
 from sharpen.stats.judged import CriterionScore, run_scores
 from sharpen.stats.power import PowerPlan, pilot_model, plan
 from sharpen.stats.reliability import Reliability, reliability
+from sharpen.stats.routing import RoutingSection, routing_section
 from sharpen.stats.taskdata import TaskTable
 from sharpen.stats.validity import ValidityCheck, validity_checks
 from sharpen.store import RunRecord, Store
@@ -129,6 +130,9 @@ class RunReport(BaseModel):
     irt: IRTSection | None = None
     """Ability of this run's agent spec next to other specs' on the same tasks, and the
     hardest tasks (:mod:`sharpen.stats.irt_runs`); ``None`` in reports made before it."""
+    routing: RoutingSection | None = None
+    """Calls per route and the router's cost–success point next to each fixed route's, for
+    a run of the ``router`` model (:mod:`sharpen.stats.routing`); ``None`` for any other."""
 
 
 def report_from_table(
@@ -179,4 +183,5 @@ def build_report(store: Store, run_id: str, **kwargs: float) -> RunReport:
     failed = Counter(j.judge for j in store.judgements(run_id) if j.status == "error")
     report.judge_errors = dict(sorted(failed.items()))
     report.irt = run_section(store, rec, table)
+    report.routing = routing_section(store, rec)
     return report
