@@ -8,7 +8,13 @@ are then validated after the fact by :func:`~sharpen.models.structured.complete_
 With ``structured: auto`` (the default) the model finds the form: ``json_schema`` first, then
 ``json_object`` when the server refuses it, then none (the schema goes into the prompt and the
 reply is validated) — settled at the first refusal and kept. An explicit form is strict: a
-server that refuses it is a ``UserError`` naming the setting to change. No retries here —
+server that refuses it is a ``UserError`` naming the setting to change.
+
+At most ``max_in_flight`` requests are in flight at once (per model instance and event loop,
+so across every episode of a run): ``auto`` (the default) asks the server how many it serves
+at once (:mod:`sharpen.models.capacity`; unknown → no limit), an integer sets it, ``none``
+lifts it. A request waiting for its turn is not yet timed. ``cache_prompt: auto`` sends
+llama.cpp's ``cache_prompt: true`` to a server that answered as llama.cpp. No retries here —
 the runner owns retries so that they are counted. Failures map to sharpen's errors:
 
 ============================================  ==============================================
@@ -38,6 +44,7 @@ from sharpen.core.errors import InfraError, UserError
 from sharpen.core.messages import Message, ToolCall, ToolSpec, Usage
 from sharpen.core.registry import register
 from sharpen.models.base import Completion, FinishReason
+from sharpen.models.capacity import Capacity, EndpointGate, discover
 from sharpen.models.structured import ResponseSchema, StructuredOutput, UnsupportedSchema
 
 Structured = Literal["auto", "json_schema", "json_object", "none"]
@@ -108,6 +115,8 @@ class OpenAIModel:
         structured: Structured = "auto",
         api_key_env: str = "OPENAI_API_KEY",
         api_key: str | None = None,
+        max_in_flight: int | Literal["auto", "none"] = "auto",
+        cache_prompt: bool | Literal["auto"] = "auto",
     ) -> None:
         """``base_url`` ends in ``/v1``; ``model`` is sent as the request's ``model``;
         ``name`` (default: ``model``) is used for pricing and display; ``timeout`` is in
@@ -116,7 +125,16 @@ class OpenAIModel:
         ``False`` means the agent must use the text protocol; ``structured`` is how the
         server takes a response schema (``json_schema``: OpenAI, vLLM; ``json_object``:
         llama-cpp-python's server; ``none``: it cannot, replies are validated instead;
-        ``auto``: find out, see the module docstring)."""
+        ``auto``: find out, see the module docstring); ``max_in_flight`` and
+        ``cache_prompt``: see the module docstring."""
+        if not (max_in_flight in ("auto", "none")
+                or (isinstance(max_in_flight, int) and not isinstance(max_in_flight, bool)
+                    and max_in_flight >= 1)):
+            raise UserError(f"openai model: max_in_flight={max_in_flight!r}",
+                            "use auto (ask the server), none (no limit) or a whole number >= 1")
+        if cache_prompt not in (True, False, "auto"):
+            raise UserError(f"openai model: cache_prompt={cache_prompt!r}",
+                            "use true, false or auto")
         if tools not in (True, False, "auto"):
             raise UserError(f"openai model: tools={tools!r}", "use true, false or auto")
         if structured not in ("auto", "json_schema", "json_object", "none"):
@@ -136,6 +154,13 @@ class OpenAIModel:
         self._api_key = api_key if api_key is not None else os.environ.get(api_key_env)
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self.max_in_flight = max_in_flight
+        self.cache_prompt = cache_prompt
+        self.capacity: Capacity | None = None
+        """What the server said about itself (found at the first call that needed it)."""
+        self._gate: EndpointGate | None = None
+        self._gate_lock: asyncio.Lock | None = None
+        self._gate_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def structured_output(self) -> StructuredOutput:
@@ -157,6 +182,8 @@ class OpenAIModel:
             "tools": self.tools,
             "structured": self.structured,
             "api_key_env": self.api_key_env,
+            "max_in_flight": self.max_in_flight,
+            "cache_prompt": self.cache_prompt,
         }
 
     def _get_client(self) -> httpx.AsyncClient:
@@ -169,6 +196,39 @@ class OpenAIModel:
             )
             self._client_loop = loop
         return self._client
+
+    async def gate(self) -> EndpointGate:
+        """This event loop's gate (see the module docstring), made at the first call: every
+        call of the loop goes through the same one."""
+        loop = asyncio.get_running_loop()
+        if self._gate is not None and self._gate_loop is loop:
+            return self._gate
+        if self._gate_lock is None or self._gate_loop is not loop:
+            # Loop-bound like the client; the lock makes concurrent first calls ask once.
+            self._gate, self._gate_lock, self._gate_loop = None, asyncio.Lock(), loop
+        async with self._gate_lock:
+            if self._gate is None:
+                if self.capacity is None and "auto" in (self.max_in_flight, self.cache_prompt):
+                    try:
+                        self.capacity = await discover(self._get_client(), self.base_url)
+                    except httpx.HTTPError:
+                        # Unreachable now: let this call through (it reports the failure)
+                        # and ask again at the next one.
+                        return EndpointGate(None)
+                self._gate = EndpointGate(self._limit())
+            return self._gate
+
+    def _limit(self) -> int | None:
+        if isinstance(self.max_in_flight, int):
+            return self.max_in_flight
+        if self.max_in_flight == "none" or self.capacity is None:
+            return None
+        return self.capacity.slots
+
+    def _sends_cache_prompt(self) -> bool:
+        if self.cache_prompt == "auto":
+            return self.capacity is not None and self.capacity.server == "llama.cpp"
+        return bool(self.cache_prompt)
 
     def build_request(
         self,
@@ -204,6 +264,10 @@ class OpenAIModel:
             else:
                 body["response_format"] = {"type": "json_object",
                                            "schema": response_schema.json_schema}
+        if self._sends_cache_prompt():
+            # llama.cpp keeps the slot's KV cache for the prompt's common prefix (the stable
+            # system prompt first): only the new turns are evaluated.
+            body["cache_prompt"] = True
         body.update(params or {})
         return body
 
@@ -217,6 +281,7 @@ class OpenAIModel:
     ) -> Completion:
         """One chat completion; see the module docstring for the errors raised."""
         url = f"{self.base_url}/chat/completions"
+        gate = await self.gate()
         while True:
             if response_schema is not None and self.form == "none" and self.structured == "auto":
                 # Nothing constrains on this server: say the schema; the caller validates.
@@ -224,7 +289,8 @@ class OpenAIModel:
                 response_schema = None
             sent = self.form
             body = self.build_request(messages, tools, params, response_schema)
-            resp, latency = await self._post(url, body)
+            async with gate.slot():
+                resp, latency = await self._post(url, body)
             if response_schema is None or not _refused_schema(resp):
                 break
             if self.structured != "auto":

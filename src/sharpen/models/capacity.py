@@ -1,0 +1,113 @@
+"""An endpoint's capacity — how many requests it serves at once — and the gate that keeps at
+most that many in flight.
+
+A server with fewer slots than requests in flight queues the rest, and with every queued
+conversation evicting the previous one's prompt from the server's cache it thrashes. The
+OpenAI-compatible model therefore finds the capacity once (:func:`discover`) and sends through
+an :class:`EndpointGate`, one per model instance and event loop — the runner shares one model
+instance across every episode of a run, so the gate is shared too, and nothing is global.
+
+What :func:`discover` asks (``root`` is the base URL without its ``/v1``):
+
+==============================  ====================================================
+answer                          capacity
+==============================  ====================================================
+``GET root/props`` with         ``total_slots`` (llama.cpp's ``llama-server``; it also
+``total_slots``                 takes ``cache_prompt``)
+``GET root/slots``, a list      its length (llama.cpp with ``/props`` turned off)
+``GET root/openapi.json``       1 — llama-cpp-python's ``llama_cpp.server`` holds one
+titled "llama.cpp Python API"   lock around its model: one request at a time
+anything else (vLLM, hosted)    unknown: no limit unless ``max_in_flight`` is given
+==============================  ====================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+
+Server = Literal["llama.cpp", "llama-cpp-python", "unknown"]
+"""What kind of server answered the capacity probes."""
+
+PROBE_TIMEOUT_S = 5.0
+"""How long one capacity probe may take (a server that does not answer is a server whose
+capacity is unknown; the chat request then reports the real failure)."""
+
+LLAMA_CPP_PYTHON_TITLE = "llama.cpp Python API"
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the endpoint said about itself."""
+
+    server: Server
+    slots: int | None
+    """Requests it serves at once; ``None``: it did not say."""
+
+
+async def _get_json(client: httpx.AsyncClient, url: str) -> Any:
+    """The JSON body of a 200 answer to ``GET url``; ``None`` for any other answer.
+    Transport failures propagate (the caller decides what an unreachable server means)."""
+    resp = await client.get(url, timeout=PROBE_TIMEOUT_S)
+    if resp.status_code != 200:
+        return None
+    try:
+        return resp.json()
+    except ValueError:
+        return None
+
+
+async def discover(client: httpx.AsyncClient, base_url: str) -> Capacity:
+    """The capacity of the server at ``base_url`` (see the module docstring). Raises
+    ``httpx.TransportError`` when the server cannot be reached at all."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    props = await _get_json(client, f"{root}/props")
+    if isinstance(props, dict) and isinstance(props.get("total_slots"), int):
+        return Capacity("llama.cpp", max(1, props["total_slots"]))
+    slots = await _get_json(client, f"{root}/slots")
+    if isinstance(slots, list) and slots and all(isinstance(s, dict) for s in slots):
+        return Capacity("llama.cpp", len(slots))
+    api = await _get_json(client, f"{root}/openapi.json")
+    info = api.get("info") if isinstance(api, dict) else None
+    title = info.get("title") if isinstance(info, dict) else None
+    if isinstance(title, str) and LLAMA_CPP_PYTHON_TITLE in title:
+        return Capacity("llama-cpp-python", 1)
+    return Capacity("unknown", None)
+
+
+class EndpointGate:
+    """Lets at most ``limit`` requests through at once (``None``: any number), first come
+    first served, and counts them. Belongs to one event loop."""
+
+    def __init__(self, limit: int | None) -> None:
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
+        self.limit = limit
+        self._sem = asyncio.Semaphore(limit) if limit is not None else None
+        self.in_flight = 0
+        """Requests inside the gate now."""
+        self.peak = 0
+        """The most that were inside the gate at once."""
+        self.waited = 0
+        """Requests that found the gate full and waited."""
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold one of the gate's places for the duration of the ``async with`` block."""
+        if self._sem is not None:
+            if self._sem.locked():
+                self.waited += 1
+            await self._sem.acquire()
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            if self._sem is not None:
+                self._sem.release()

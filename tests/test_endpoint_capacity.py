@@ -1,0 +1,178 @@
+"""The OpenAI-compatible model keeps at most an endpoint's capacity in flight: found from
+llama-cpp-python's real server on loopback (one request at a time), from a llama.cpp-style
+``/props`` (a small real HTTP server that counts what it has in flight), or given."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from servers import ScriptedServer, chat_body, llama_server_fixture
+
+from sharpen.core.errors import UserError
+from sharpen.core.messages import Message
+from sharpen.models.capacity import Capacity
+from sharpen.models.openai_compat import OpenAIModel
+
+llama_server = llama_server_fixture()
+
+MESSAGES = [Message(role="system", content="You are terse."),
+            Message(role="user", content="Say hello.")]
+PARAMS = {"temperature": 0, "max_tokens": 4, "seed": 1}
+
+
+class SlotServer:
+    """Answers like llama.cpp's ``llama-server`` with ``slots`` slots: ``GET /props`` gives
+    ``total_slots``; each chat completion takes ``delay_s``. Records the bodies it got and
+    the most requests it had in flight at once (counted by the server itself)."""
+
+    def __init__(self, slots: int, delay_s: float = 0.15) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.peak = 0
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def _send(self, status: int, obj: object) -> None:
+                payload = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self) -> None:
+                if self.path == "/props":
+                    self._send(200, {"total_slots": slots, "build_info": "test"})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with lock:
+                    outer.bodies.append(body)
+                    outer.in_flight += 1
+                    outer.peak = max(outer.peak, outer.in_flight)
+                time.sleep(delay_s)
+                with lock:
+                    outer.in_flight -= 1
+                self._send(200, chat_body("hi"))
+
+        ThreadingHTTPServer.daemon_threads = True
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def two_slots() -> Iterator[SlotServer]:
+    server = SlotServer(slots=2)
+    yield server
+    server.close()
+
+
+async def _many(model: OpenAIModel, n: int) -> None:
+    await asyncio.gather(*(model.complete(MESSAGES, params=PARAMS) for _ in range(n)))
+
+
+@pytest.mark.slow
+async def test_llama_cpp_python_is_found_to_serve_one_at_a_time(llama_server: str) -> None:
+    model = OpenAIModel(base_url=llama_server, tools=False)
+    await _many(model, 5)
+    assert model.capacity == Capacity("llama-cpp-python", 1)
+    gate = await model.gate()
+    assert (gate.limit, gate.peak, gate.in_flight) == (1, 1, 0)
+    assert gate.waited >= 1  # the other four queued here, not in the server
+    # llama-cpp-python's server takes llama.cpp's field and ignores it (no 422).
+    forced = OpenAIModel(base_url=llama_server, tools=False, cache_prompt=True)
+    assert forced.build_request(MESSAGES)["cache_prompt"] is True
+    c = await forced.complete(MESSAGES, params=PARAMS)
+    assert c.usage.output_tokens > 0
+    await model.aclose()
+    await forced.aclose()
+
+
+@pytest.mark.slow
+async def test_a_given_limit_overrides_what_the_server_says(llama_server: str) -> None:
+    model = OpenAIModel(base_url=llama_server, tools=False, max_in_flight=3)
+    await _many(model, 6)
+    gate = await model.gate()
+    assert (gate.limit, gate.peak) == (3, 3)
+    await model.aclose()
+
+
+async def test_props_total_slots_bound_what_the_server_has_in_flight(
+        two_slots: SlotServer) -> None:
+    model = OpenAIModel(base_url=two_slots.url, tools=False)
+    await _many(model, 8)
+    assert model.capacity == Capacity("llama.cpp", 2)
+    assert two_slots.peak == 2  # counted by the server: never more than its slots
+    assert len(two_slots.bodies) == 8
+    assert all(b["cache_prompt"] is True for b in two_slots.bodies)
+    assert [m["role"] for m in two_slots.bodies[0]["messages"]] == ["system", "user"]
+    unlimited = OpenAIModel(base_url=two_slots.url, tools=False, max_in_flight="none",
+                            cache_prompt=False)
+    two_slots.peak = 0
+    await _many(unlimited, 6)
+    assert two_slots.peak > 2
+    assert "cache_prompt" not in two_slots.bodies[-1]
+    await model.aclose()
+    await unlimited.aclose()
+
+
+async def test_every_episode_loop_gets_its_own_gate(two_slots: SlotServer) -> None:
+    """A gate belongs to one event loop (as the HTTP client does): a second run of the same
+    model instance in another loop gets a fresh one, and the capacity is not asked again."""
+    model = OpenAIModel(base_url=two_slots.url, tools=False)
+
+    async def run() -> object:
+        await _many(model, 3)
+        gate = await model.gate()
+        await model.aclose()
+        return gate
+
+    first = await run()
+    second = await asyncio.to_thread(asyncio.run, run())
+    assert first is not second
+    assert model.capacity == Capacity("llama.cpp", 2)
+
+
+async def test_an_unknown_server_is_not_limited_and_gets_no_cache_prompt() -> None:
+    with ScriptedServer() as server:
+        model = OpenAIModel(base_url=server.base_url("ok"), tools=False)
+        await _many(model, 4)
+        assert model.capacity == Capacity("unknown", None)
+        assert (await model.gate()).limit is None
+        assert all("cache_prompt" not in body for _, _, body in server.requests)
+        await model.aclose()
+
+
+async def test_an_unreachable_server_is_asked_again_at_the_next_call() -> None:
+    from servers import free_port
+
+    model = OpenAIModel(base_url=f"http://127.0.0.1:{free_port()}/v1", tools=False)
+    gate = await model.gate()
+    assert gate.limit is None and model.capacity is None
+    assert await model.gate() is not gate  # nothing settled
+
+
+@pytest.mark.parametrize("bad", [0, -1, "four", True, 2.5])
+def test_a_bad_max_in_flight_names_the_fix(bad: object) -> None:
+    with pytest.raises(UserError, match="max_in_flight"):
+        OpenAIModel(max_in_flight=bad)  # type: ignore[arg-type]
