@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from sharpen.cli.executor_option import ExecutorOpt, RayAddressOpt, build_executor, closing
 from sharpen.cli.options import (
     BaseUrlOpt,
     CurvePlotOpt,
@@ -34,6 +35,7 @@ from sharpen.improvement.engine import EngineConfig
 from sharpen.improvement.experiment import ExperimentConfig, ExperimentResult
 from sharpen.improvement.objective import parse_objective
 from sharpen.improvement.report import plot_curves, render, verdict_line
+from sharpen.runner.executor import Executor, LocalExecutor
 from sharpen.runner.signals import Terminated, run_sync
 
 
@@ -46,9 +48,11 @@ def view_hint(experiment_id: str, store_url: str | None, folder: Path | None) ->
 
 def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: Path | None,
                    resume: bool, fresh: bool, concurrency: int, console: Console,
-                   progress: bool = True) -> ExperimentResult:
+                   progress: bool = True, executor: Executor | None = None) -> ExperimentResult:
     """Run ``config`` with progress lines on ``console`` (and progress bars unless not
-    ``progress``); checkpoint, resume, Ctrl-C."""
+    ``progress``), its episodes played by ``executor`` (closed at the end; default: in this
+    process); checkpoint, resume, Ctrl-C."""
+    plays = executor or LocalExecutor()
     launch.check_config(config)
     st = open_store(store_url)
     folder = launch.prepare_folder(st, config, folder, resume=resume, fresh=fresh)
@@ -59,9 +63,9 @@ def run_experiment(config: ExperimentConfig, *, store_url: str | None, folder: P
     console.print(preflight(config.engine.budget, val_size=config.val, minibatch=config.engine.minibatch),
                   highlight=False)
     try:
-        result = run_sync(launch.run_experiment(  # SIGTERM stops it as Ctrl-C does
-            config, st, folder, concurrency=concurrency, progress=progress,
-            on_event=lambda m: console.print(f"  {m}", highlight=False, markup=False)))
+        result = run_sync(closing(plays, launch.run_experiment(  # SIGTERM stops it as Ctrl-C does
+            config, st, folder, concurrency=concurrency, progress=progress, executor=plays,
+            on_event=lambda m: console.print(f"  {m}", highlight=False, markup=False))))
     except KeyboardInterrupt as exc:
         console.print("[yellow]Interrupted.[/] Progress is checkpointed in "
                       f"{folder}; rerun the same command with --resume to continue.")
@@ -117,6 +121,8 @@ def improve(
     fresh: Annotated[bool, typer.Option("--fresh", help="Delete its checkpoint and start over.")] = False,
     plot: CurvePlotOpt = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 1,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     progress: Annotated[bool, typer.Option(
         help="Show the progress bar of each evaluation (the engine's event lines stay).")] = True,
     json_out: JsonOpt = False,
@@ -124,6 +130,7 @@ def improve(
 ) -> None:
     """Improve an AgentSpec on train/val within a budget; report its held-out gain on test."""
     console = Console(stderr=json_out)  # with --json, stdout holds the JSON alone
+    plays = build_executor(executor, ray_address)
     spec = AgentSpec.load(agent) if agent else AgentSpec()
     spec = spec.model_copy(update={"model": model_ref(spec, model, base_url, model_name,
                                                       parse_kv(model_arg, "--model-arg"))})
@@ -141,7 +148,7 @@ def improve(
     )
     result = run_experiment(config, store_url=store, folder=folder, resume=resume, fresh=fresh,
                             concurrency=concurrency, console=console,
-                            progress=progress and not json_out)
+                            progress=progress and not json_out, executor=plays)
     if not json_out:
         render(result, console)
     console.print(view_hint(result.experiment_id, store, folder), highlight=False, markup=False)

@@ -26,6 +26,7 @@ from sharpen.core.trajectory import Trajectory
 from sharpen.improvement.objective import Objective, SuccessObjective, succeeded
 from sharpen.models.base import ChatModel
 from sharpen.runner.config import RunConfig
+from sharpen.runner.executor import Executor
 from sharpen.runner.runner import Runner
 from sharpen.store.store import Store
 
@@ -109,6 +110,7 @@ class Evaluator:
         model_factory: Callable[[RunConfig], ChatModel] | None = None,
         cache: dict[str, EvalRecord] | None = None, progress: bool = False,
         registry: Registry = REGISTRY, objective: Objective | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.store = store
         self.env = env
@@ -117,7 +119,7 @@ class Evaluator:
         self.labels = labels or {}
         # A bar per evaluation that leaves the screen when done: the engine prints its own line.
         self.runner = Runner(store, progress=progress, transient=True, model_factory=model_factory,
-                             registry=registry)
+                             registry=registry, executor=executor)
         self.cache: dict[str, EvalRecord] = cache if cache is not None else {}
         self.objective: Objective = objective or SuccessObjective()
 

@@ -40,6 +40,7 @@ from sharpen.improvement.models import SharedModels
 from sharpen.improvement.objective import Objective, ObjectiveSpec, build_objective
 from sharpen.improvement.proposal import PROPOSER
 from sharpen.improvement.state import Account, CurvePoint
+from sharpen.runner.executor import Executor
 from sharpen.stats.judge_compare import JudgeComparison, compare_scores
 from sharpen.stats.paired import PairedComparison, compare_pair
 from sharpen.stats.taskdata import TaskTable
@@ -228,8 +229,10 @@ class Experiment:
     def __init__(self, config: ExperimentConfig, store: Store, folder: Path, *,
                  models: SharedModels | None = None, concurrency: int = 1,
                  on_event: Callable[[str], None] | None = None, registry: Registry = REGISTRY,
-                 progress: bool = False) -> None:
+                 progress: bool = False, executor: Executor | None = None) -> None:
         self.config = config
+        self.executor = executor
+        """Where every evaluation's episodes are played (None: in this process)."""
         self.store = store
         self.folder = folder
         self.models = models or SharedModels(registry)
@@ -249,7 +252,8 @@ class Experiment:
         return Evaluator(self.store, self.config.env, seed=self.config.engine.seed,
                          concurrency=self.concurrency, model_factory=self.models,
                          labels={"experiment": self.id, "role": role}, progress=self.progress,
-                         registry=self.registry, objective=self.objective)
+                         registry=self.registry, objective=self.objective,
+                         executor=self.executor)
 
     async def run(self) -> ExperimentResult:
         """Run every engine (continuing checkpoints), then score test; the folder gets the

@@ -16,6 +16,7 @@ from sharpen.improvement.experiment import Experiment, ExperimentConfig, Experim
 from sharpen.improvement.folder import experiment_folder
 from sharpen.improvement.models import SharedModels
 from sharpen.improvement.proposal import PROPOSER
+from sharpen.runner.executor import Executor
 from sharpen.store.store import Store
 
 
@@ -48,12 +49,15 @@ def prepare_folder(store: Store, config: ExperimentConfig, base: Path | None, *,
 async def run_experiment(config: ExperimentConfig, store: Store, folder: Path, *,
                          concurrency: int = 1, progress: bool = False,
                          on_event: Callable[[str], None] | None = None,
-                         registry: Registry = REGISTRY) -> ExperimentResult:
+                         registry: Registry = REGISTRY,
+                         executor: Executor | None = None) -> ExperimentResult:
     """Run ``config`` into ``store``, checkpointing in ``folder``, sharing one model instance
-    per ref across its runs and closing them at the end, however it ends."""
+    per ref across its runs and closing them at the end, however it ends. ``executor`` plays
+    every episode (default: in this process); the caller closes it."""
     models = SharedModels(registry)
     try:
         return await Experiment(config, store, folder, models=models, concurrency=concurrency,
-                                progress=progress, on_event=on_event, registry=registry).run()
+                                progress=progress, on_event=on_event, registry=registry,
+                                executor=executor).run()
     finally:
         await models.aclose()
