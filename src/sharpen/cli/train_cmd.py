@@ -5,6 +5,7 @@ for TRL, and a trained checkpoint back to a GGUF file the ``local`` model runs."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -93,6 +94,9 @@ def train(
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Where training folders go; this one is OUT/<training id> (default: "
         "train/ next to a SQLite store, else .sharpen/train).")] = None,
+    base_checkpoint: Annotated[Path | None, typer.Option(
+        "--base-checkpoint", help="The start model already as a checkpoint (`sharpen checkpoint` "
+        "of the spec's model): skips that conversion.")] = None,
     json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
@@ -105,6 +109,7 @@ def train(
     from sharpen.train.method import TrainBudget, TrainEvent
     from sharpen.train.progress import TrainProgress, event_text, plot_curves
 
+    os.environ.setdefault("TQDM_DISABLE", "1")  # the loaders' bars would break the engine's
     console = Console(stderr=True)
     spec = AgentSpec.load(spec_file) if spec_file else AgentSpec()
     spec = with_decoding(spec.model_copy(update={"model": model_ref(
@@ -126,6 +131,7 @@ def train(
                 console.print(f"  {event_text(event)}", highlight=False, markup=False)
 
         training = Training(config, st, folder, device=device, resume=resume, on_event=on_event,
+                            base=None if base_checkpoint is None else (base_checkpoint, None),
                             on_line=lambda m: console.print(f"  {m}", highlight=False, markup=False))
         try:
             report = run_sync(training.run())
@@ -136,14 +142,16 @@ def train(
     plots = plot_curves(report.result.events or training.state.events, folder,
                         f"sharpen train {method} · {report.train_id}")
     v = report.verdict
-    console.print(f"[bold]held-out verdict:[/] {report.verdict_text}", highlight=False)
+    console.print(f"[bold]held-out verdict:[/] {report.verdict_text}", highlight=False,
+                  soft_wrap=True)
     console.print(f"tokens per task: base {v.base_tokens_per_task:.0f}, trained "
                   f"{v.trained_tokens_per_task:.0f}; lineage: base {report.lineage.base_hash} → "
                   f"checkpoint {report.lineage.checkpoint_hash} → {report.lineage.gguf}",
-                  highlight=False, markup=False)
+                  highlight=False, markup=False, soft_wrap=True)
     if plots:
         console.print(f"curves: {', '.join(map(str, plots))}", highlight=False, markup=False)
-    console.print(f"run the trained model: {report.command}", highlight=False, markup=False)
+    console.print(f"run the trained model: {report.command}", highlight=False, markup=False,
+                  soft_wrap=True)
     if json_out:
         print(json.dumps({"train": report.model_dump(mode="json"),
                           "plots": [str(p) for p in plots]}, indent=2))

@@ -129,22 +129,23 @@ def file_hash(path: Path) -> str:
 
 @dataclass
 class _Guarded(TrainContext):
-    """The context with its guard instrumented: every task checked is recorded first."""
+    """The context with its guard instrumented: every task that passes it is recorded."""
 
     on_check: Callable[[Sequence[TaskSpec]], None] = lambda tasks: None
 
     def check_tasks(self, tasks: Sequence[TaskSpec]) -> None:
-        self.on_check(tasks)
         super().check_tasks(tasks)
+        self.on_check(tasks)  # what passed: what reached the method
 
 
 class Training:
     """Runs a :class:`TrainConfig` into ``store`` in ``folder``. ``base`` is an existing start
-    checkpoint and its GGUF (tests share one); ``on_event`` sees each event and ``on_line``
-    the engine's progress lines."""
+    checkpoint of the spec's model and its float32 GGUF (``None``: written into the folder
+    from the checkpoint); tests share one. ``on_event`` sees each event and ``on_line`` the
+    engine's progress lines."""
 
     def __init__(self, config: TrainConfig, store: Store, folder: Path, *, device: str | None = None,
-                 resume: bool = False, base: tuple[Path, Path] | None = None,
+                 resume: bool = False, base: tuple[Path, Path | None] | None = None,
                  on_event: Callable[[TrainEvent], None] = lambda e: None,
                  on_line: Callable[[str], None] = lambda m: None,
                  registry: Registry = REGISTRY) -> None:
@@ -194,12 +195,14 @@ class Training:
 
     def _start_model(self) -> tuple[Path, Path]:
         """The start checkpoint and its float32 GGUF, written once per folder."""
-        if self.base is not None:
-            return self.base
         from sharpen.train.checkpoint import write_checkpoint, write_gguf
 
+        if self.base is not None and self.base[1] is not None:
+            return self.base[0], self.base[1]
         ckpt, gguf = self.folder / "base", self.folder / "base.gguf"
-        if not (ckpt / "model.safetensors").is_file():
+        if self.base is not None:
+            ckpt = self.base[0]
+        elif not (ckpt / "model.safetensors").is_file():
             shutil.rmtree(ckpt, ignore_errors=True)  # a conversion killed half-way
             self.on_line("writing the start model as a checkpoint")
             write_checkpoint(ckpt, self._source_gguf())
@@ -252,7 +255,7 @@ class Training:
         self.on_line(f"{c.method.name} stopped ({result.stopped_by}) after "
                      f"{time.monotonic() - started:.0f} s in this session")
         trained_gguf = result.gguf or self._write_gguf(result.checkpoint, gguf)
-        lineage = Lineage(base_model=str(self.base[1] if self.base else self._source_gguf()),
+        lineage = Lineage(base_model=str(self._source_gguf()),
                           base_hash=file_hash(ckpt / "model.safetensors"),
                           checkpoint=str(result.checkpoint),
                           checkpoint_hash=file_hash(result.checkpoint / "model.safetensors"),
@@ -295,7 +298,8 @@ async def train(method: str | PluginRef, env: str | PluginRef, spec: AgentSpec, 
                 folder: Path | None = None, train: int = 8, val: int = 4, test: int = 30,
                 task_seed: int = 0, seed: int = 0, budget: TrainBudget | None = None,
                 trainer_args: dict[str, Any] | None = None, device: str | None = None,
-                resume: bool = False, fresh: bool = False, base: tuple[Path, Path] | None = None,
+                resume: bool = False, fresh: bool = False,
+                base: tuple[Path, Path | None] | None = None,
                 on_event: Callable[[TrainEvent], None] = lambda e: None,
                 on_line: Callable[[str], None] = lambda m: None,
                 registry: Registry = REGISTRY) -> TrainReport:
