@@ -85,12 +85,19 @@ class TrainResult(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict)
     """Method-specific facts worth storing (``kept`` per round, the reward model's held-out
     accuracy)."""
+    policy: bool = True
+    """Whether :attr:`checkpoint` is a chat model. ``False`` for a reward model (a scalar head,
+    ``reward-model``): the engine writes no GGUF of it and runs no base-vs-trained verdict;
+    the method's own held-out measure is in :attr:`extra`."""
 
 
 Rollouts = Callable[..., Awaitable[str]]
-"""``await ctx.rollouts(tasks, model_path=..., epochs=..., temperature=..., label=...)``: runs the
-context's agent spec on ``tasks`` (train or val only) with the GGUF at ``model_path`` into the
-store and returns the run id (resumed when the same run was started before)."""
+"""``await ctx.rollouts(tasks, model_path=..., epochs=..., temperature=..., label=..., seed=...)``:
+runs the context's agent spec on ``tasks`` (train or val only) with the GGUF at ``model_path``
+into the store and returns the run id (resumed when the same run was started before). ``seed``
+(default ``ctx.seed``) is the run's base seed: two runs of the same tasks with different seeds
+are different samples (``dpo``/``reward-model`` with ``pairs=judge`` judge one against the
+other)."""
 
 
 @dataclass
