@@ -299,3 +299,13 @@ def test_foreign_spans_from_an_otlp_json_file(tmp_path: Path) -> None:
     trajs = list(Store(back).iter_trajectories(run["run_id"]))
     assert sorted(t.usage.total_tokens for t in trajs) == [37, 80]
     assert Store(back).get_run(run["run_id"]).manifest.env.name == "otel:file-agent"
+
+
+def test_live_otlp_to_a_receiver_that_is_down_keeps_the_run(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'down.db'}"
+    res = sharpen("run", *REPLAY, "--otlp", f"http://127.0.0.1:{free_port()}", "--json",
+                  "--store", store, cwd=tmp_path, env={"OTEL_EXPORTER_OTLP_TIMEOUT": "1"})
+    assert res.returncode == 0, res.stderr
+    run_id = json.loads(res.stdout)["run"]["id"]
+    assert "36 of 36 spans could not be sent" in res.stderr
+    assert len(list(Store(store).iter_trajectories(run_id, with_steps=False))) == 6

@@ -2,17 +2,19 @@
 --format otlp --endpoint URL``) and live (``sharpen run --otlp URL``).
 
 The spans are :mod:`sharpen.interop.otel_spans`' (GenAI conventions + OpenInference), built
-as the SDK's ``ReadableSpan`` with their own ids and times and handed to a
-``BatchSpanProcessor`` in front of the OTLP/HTTP exporter: batched in a background thread,
-flushed by :meth:`OtlpSink.close`. Needs ``pip install 'sharpen[otel]'``
-(``opentelemetry-sdk``, ``opentelemetry-exporter-otlp-proto-http``); this module imports them,
-so callers import it lazily.
+as the SDK's ``ReadableSpan`` with their own ids and times and sent by the SDK's OTLP/HTTP
+exporter in requests of 256 spans: in the caller's thread after the fact, through a
+``BatchSpanProcessor``'s background thread live, flushed by :meth:`OtlpSink.close`. Needs
+``pip install 'sharpen[otel]'`` (``opentelemetry-sdk``,
+``opentelemetry-exporter-otlp-proto-http``); this module imports them, so callers import it
+lazily.
 
 ``endpoint`` is the receiver's base (``http://127.0.0.1:6006`` for Phoenix,
 ``https://cloud.langfuse.com/api/public/otel`` for Langfuse) or its full ``.../v1/traces``.
 Headers (Langfuse's ``Authorization: Basic ...``) come from ``headers`` or, as the SDK reads
-it, ``OTEL_EXPORTER_OTLP_HEADERS``. The resource names the project: ``service.name`` and
-``openinference.project.name`` (Phoenix files the spans under it).
+it, ``OTEL_EXPORTER_OTLP_HEADERS``; a request's deadline, retries included, from ``timeout``
+or ``OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds; default 10). The resource names the project:
+``service.name`` and ``openinference.project.name`` (Phoenix files the spans under it).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from sharpen.store import Store
 
 DEFAULT_PROJECT = "sharpen"
 """The project (Phoenix) / service name spans are sent under unless told."""
+
+BATCH = 256
+"""Spans per OTLP request."""
 
 _SCOPE = InstrumentationScope("sharpen")
 
@@ -71,7 +76,7 @@ class _Counting(OTLPSpanExporter):
     """The OTLP/HTTP exporter, counting what it sent and what failed (the processor swallows
     export failures; the caller must be told)."""
 
-    def __init__(self, endpoint: str, headers: dict[str, str] | None, timeout: float) -> None:
+    def __init__(self, endpoint: str, headers: dict[str, str] | None, timeout: float | None) -> None:
         super().__init__(endpoint=endpoint, headers=headers, timeout=timeout)
         self.sent = 0
         self.failed = 0
@@ -86,31 +91,44 @@ class _Counting(OTLPSpanExporter):
 
 
 class OtlpSink:
-    """Spans to one OTLP/HTTP endpoint, batched in the background; :meth:`close` flushes.
+    """Spans to one OTLP/HTTP endpoint in requests of :data:`BATCH`; :meth:`close` sends the
+    rest and says how many were sent.
 
-    Also the live exporter: an instance is a ``Runner(on_episode=[...])`` observer (each
-    stored trajectory's spans are queued at once); :meth:`close` then sends the run's root
-    span (read from ``store``) and flushes."""
+    Without ``store``, :meth:`send` exports in the caller's thread (an export after the fact
+    goes at the receiver's pace, never dropping a span). With ``store`` it is the live
+    exporter, a ``Runner(on_episode=[...])`` observer: each stored trajectory's spans are
+    queued for a background thread (the run never waits on the receiver), and :meth:`close`
+    sends each run's root span (read from ``store``) and flushes."""
 
     def __init__(self, endpoint: str, *, project: str = DEFAULT_PROJECT,
                  headers: dict[str, str] | None = None, store: Store | None = None,
-                 timeout: float = 10.0) -> None:
+                 timeout: float | None = None) -> None:
         self.resource = Resource.create({"service.name": project,
                                          "openinference.project.name": project})
         self.exporter = _Counting(endpoint=traces_url(endpoint), headers=headers, timeout=timeout)
-        # A queue large enough that a burst of finished episodes is never dropped.
-        self.processor = BatchSpanProcessor(self.exporter, max_queue_size=65536,
-                                            max_export_batch_size=256, schedule_delay_millis=500)
+        # Live: a queue large enough that a burst of finished episodes is not dropped (what
+        # is, close counts and reports).
+        self.processor = None if store is None else BatchSpanProcessor(
+            self.exporter, max_queue_size=65536, max_export_batch_size=BATCH,
+            schedule_delay_millis=500)
         self.store = store
         self.queued = 0
+        self._batch: list[ReadableSpan] = []
         self._runs: dict[str, datetime] = {}  # run id → latest episode end seen (live)
         self._specs: dict[str, AgentSpec] = {}
 
     def send(self, records: Iterable[SpanRecord]) -> None:
-        """Queue ``records`` for export."""
+        """Export ``records`` (live: queue them for the background thread)."""
         for rec in records:
-            self.processor.on_end(readable(rec, self.resource))
+            span = readable(rec, self.resource)
             self.queued += 1
+            if self.processor is not None:
+                self.processor.on_end(span)
+                continue
+            self._batch.append(span)
+            if len(self._batch) == BATCH:
+                self.exporter.export(self._batch)
+                self._batch = []
 
     def __call__(self, traj: Trajectory) -> None:
         """The live observer: queue one stored trajectory's spans."""
@@ -128,10 +146,15 @@ class OtlpSink:
         if self.store is not None:
             for run_id, end in self._runs.items():
                 self.send([run_span(run_record(self.store, run_id), end)])
-        self.processor.force_flush()
-        self.processor.shutdown()
-        if self.exporter.failed:
-            raise UserError(f"{self.exporter.failed} of {self.queued} spans could not be sent to "
+        if self._batch:
+            self.exporter.export(self._batch)
+            self._batch = []
+        if self.processor is not None:
+            self.processor.force_flush()
+            self.processor.shutdown()
+        lost = self.queued - self.exporter.sent
+        if lost:
+            raise UserError(f"{lost} of {self.queued} spans could not be sent to "
                             f"{self.exporter._endpoint}",
                             "check the endpoint is up and accepts OTLP/HTTP protobuf "
                             "(and the headers, for Langfuse)")
