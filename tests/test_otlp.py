@@ -198,9 +198,14 @@ def test_otlp_json_file_round_trip_and_reimport_adds_nothing(
     assert res.returncode == 0, res.stderr
     first = json.loads(path.read_text().splitlines()[0])
     assert first["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] == f"{trace_id_of(run_id):032x}"
+    # Spread over two files (a collector's rotated files), the root span in the second.
+    lines = path.read_text().splitlines(keepends=True)
+    parts = [tmp_path / "a.json", tmp_path / "b.json"]
+    parts[0].write_text("".join(lines[:3]))
+    parts[1].write_text("".join(lines[3:]))
     back = f"sqlite:///{tmp_path / 'back.db'}"
     for written in (6, 0):
-        res = sharpen("import", "otlp", str(path), "--json", "--store", back, cwd=tmp_path)
+        res = sharpen("import", "otlp", *map(str, parts), "--json", "--store", back, cwd=tmp_path)
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout)["runs"][0]["written"] == written
     assert report_json(back, run_id, tmp_path) == report_json(store, run_id, tmp_path)

@@ -113,10 +113,12 @@ def import_otlp(files: list[Path], json_out: bool, store: str | None) -> None:
     """``sharpen import otlp FILE...``."""
     from sharpen.interop.otel_json import read_otlp_file
 
-    for f in files:
-        pairs = read_otlp_file(f)
-        services = {s.trace_id: str(r.get("service.name", "otel")) for r, s in pairs}
-        _store_spans(store, [s for _, s in pairs], services, str(f.resolve()), json_out)
+    # The files are read as one source: a run's spans may be spread over several (a
+    # collector's rotated files), its root span in the last.
+    pairs = [pair for f in files for pair in read_otlp_file(f)]
+    services = {s.trace_id: str(r.get("service.name", "otel")) for r, s in pairs}
+    source = "+".join(sorted(str(f.resolve()) for f in files))
+    _store_spans(store, [s for _, s in pairs], services, source, json_out)
 
 
 def import_phoenix(endpoint: str, project: str, header: list[str] | None, json_out: bool,
