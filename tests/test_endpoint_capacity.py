@@ -176,3 +176,33 @@ async def test_an_unreachable_server_is_asked_again_at_the_next_call() -> None:
 def test_a_bad_max_in_flight_names_the_fix(bad: object) -> None:
     with pytest.raises(UserError, match="max_in_flight"):
         OpenAIModel(max_in_flight=bad)  # type: ignore[arg-type]
+
+
+async def _conversation(model: OpenAIModel, who: str, turns: int) -> None:
+    messages = [Message(role="system", content="You are terse."),
+                Message(role="user", content=f"task {who}")]
+    for _ in range(turns):
+        c = await model.complete(messages, params=PARAMS)
+        messages = [*messages, c.message, Message(role="user", content="go on")]
+        await asyncio.sleep(0.02)  # the episode's environment step
+
+
+@pytest.mark.parametrize(("hold_s", "expected"), [(0.0, "ABABAB"), (0.5, "AAABBB")])
+async def test_a_held_place_keeps_a_one_slot_server_on_one_conversation(
+        hold_s: float, expected: str) -> None:
+    """One slot: without a hold the two episodes' calls alternate (each evicting the other's
+    prompt from a server that keeps one); with it one conversation finishes its turns
+    before the other starts."""
+    server = SlotServer(slots=1, delay_s=0.05)
+    try:
+        model = OpenAIModel(base_url=server.url, tools=False, prefix_hold_s=hold_s)
+        first = asyncio.create_task(_conversation(model, "A", 3))
+        await asyncio.sleep(0.01)  # A asks first
+        await asyncio.gather(first, _conversation(model, "B", 3))
+        order = "".join(b["messages"][1]["content"][-1] for b in server.bodies)
+        assert order == expected
+        assert server.peak == 1
+        assert (await model.gate()).resumed == (4 if hold_s else 0)
+        await model.aclose()
+    finally:
+        server.close()

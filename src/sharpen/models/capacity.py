@@ -24,6 +24,7 @@ anything else (vLLM, hosted)    unknown: no limit unless ``max_in_flight`` is gi
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -82,32 +83,85 @@ async def discover(client: httpx.AsyncClient, base_url: str) -> Capacity:
 
 class EndpointGate:
     """Lets at most ``limit`` requests through at once (``None``: any number), first come
-    first served, and counts them. Belongs to one event loop."""
+    first served, and counts them. Belongs to one event loop.
 
-    def __init__(self, limit: int | None) -> None:
+    With ``hold_s > 0`` a finished request's place is kept for the next request of the same
+    conversation (``conversation``: a key of its stable prefix) for up to ``hold_s`` seconds
+    while its episode does environment work: a one-slot server that keeps only its last
+    prompt then extends that prompt instead of evaluating another conversation's from the
+    start. Others get the place when the hold runs out."""
+
+    def __init__(self, limit: int | None, hold_s: float = 0.0) -> None:
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, not {limit}")
         self.limit = limit
-        self._sem = asyncio.Semaphore(limit) if limit is not None else None
+        self.hold_s = hold_s if limit is not None else 0.0
+        self._free = limit
+        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._held: dict[str, asyncio.TimerHandle] = {}
         self.in_flight = 0
         """Requests inside the gate now."""
         self.peak = 0
         """The most that were inside the gate at once."""
         self.waited = 0
         """Requests that found the gate full and waited."""
+        self.resumed = 0
+        """Requests that took the place their conversation's previous request held."""
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    async def slot(self, conversation: str | None = None) -> AsyncIterator[None]:
         """Hold one of the gate's places for the duration of the ``async with`` block."""
-        if self._sem is not None:
-            if self._sem.locked():
-                self.waited += 1
-            await self._sem.acquire()
+        await self._acquire(conversation)
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:
             yield
         finally:
             self.in_flight -= 1
-            if self._sem is not None:
-                self._sem.release()
+            self._release(conversation)
+
+    async def _acquire(self, conversation: str | None) -> None:
+        if self._free is None:
+            return
+        held = self._held.pop(conversation, None) if conversation is not None else None
+        if held is not None:
+            held.cancel()
+            self.resumed += 1
+            return
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return
+        self.waited += 1
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(fut)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self._give()  # granted as it was cancelled: pass the place on
+            else:
+                self._waiting.remove(fut)
+            raise
+
+    def _release(self, conversation: str | None) -> None:
+        if self._free is None:
+            return
+        if self.hold_s > 0 and conversation is not None and conversation not in self._held:
+            loop = asyncio.get_running_loop()
+            self._held[conversation] = loop.call_later(self.hold_s, self._expire, conversation)
+            return
+        self._give()
+
+    def _expire(self, conversation: str) -> None:
+        if self._held.pop(conversation, None) is not None:
+            self._give()
+
+    def _give(self) -> None:
+        """One place back: to the first live waiter, else to the free count."""
+        while self._waiting:
+            fut = self._waiting.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+        assert self._free is not None
+        self._free += 1

@@ -14,7 +14,9 @@ At most ``max_in_flight`` requests are in flight at once (per model instance and
 so across every episode of a run): ``auto`` (the default) asks the server how many it serves
 at once (:mod:`sharpen.models.capacity`; unknown → no limit), an integer sets it, ``none``
 lifts it. A request waiting for its turn is not yet timed. ``cache_prompt: auto`` sends
-llama.cpp's ``cache_prompt: true`` to a server that answered as llama.cpp. No retries here —
+llama.cpp's ``cache_prompt: true`` to a server that answered as llama.cpp. ``prefix_hold_s``
+keeps a finished request's place for its conversation's next request that long (``auto``:
+0.25 s for llama-cpp-python's server, whose one model keeps only the last prompt; else 0). No retries here —
 the runner owns retries so that they are counted. Failures map to sharpen's errors:
 
 ============================================  ==============================================
@@ -53,6 +55,10 @@ Structured = Literal["auto", "json_schema", "json_object", "none"]
 _FALLBACK: dict[str, Literal["json_object", "none"]] = {"json_schema": "json_object",
                                                         "json_object": "none"}
 """``structured: auto``: the form tried after the server refused one."""
+
+HOLD_S = 0.25
+"""``prefix_hold_s: auto`` for llama-cpp-python's server: longer than an episode's usual
+environment step between two calls, shorter than re-evaluating a prompt there."""
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -117,6 +123,7 @@ class OpenAIModel:
         api_key: str | None = None,
         max_in_flight: int | Literal["auto", "none"] = "auto",
         cache_prompt: bool | Literal["auto"] = "auto",
+        prefix_hold_s: float | Literal["auto"] = "auto",
     ) -> None:
         """``base_url`` ends in ``/v1``; ``model`` is sent as the request's ``model``;
         ``name`` (default: ``model``) is used for pricing and display; ``timeout`` is in
@@ -135,6 +142,10 @@ class OpenAIModel:
         if cache_prompt not in (True, False, "auto"):
             raise UserError(f"openai model: cache_prompt={cache_prompt!r}",
                             "use true, false or auto")
+        if prefix_hold_s != "auto" and not (isinstance(prefix_hold_s, int | float)
+                                            and prefix_hold_s >= 0):
+            raise UserError(f"openai model: prefix_hold_s={prefix_hold_s!r}",
+                            "use auto or a number of seconds >= 0")
         if tools not in (True, False, "auto"):
             raise UserError(f"openai model: tools={tools!r}", "use true, false or auto")
         if structured not in ("auto", "json_schema", "json_object", "none"):
@@ -156,6 +167,7 @@ class OpenAIModel:
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self.max_in_flight = max_in_flight
         self.cache_prompt = cache_prompt
+        self.prefix_hold_s = prefix_hold_s
         self.capacity: Capacity | None = None
         """What the server said about itself (found at the first call that needed it)."""
         self._gate: EndpointGate | None = None
@@ -184,6 +196,7 @@ class OpenAIModel:
             "api_key_env": self.api_key_env,
             "max_in_flight": self.max_in_flight,
             "cache_prompt": self.cache_prompt,
+            "prefix_hold_s": self.prefix_hold_s,
         }
 
     def _get_client(self) -> httpx.AsyncClient:
@@ -215,7 +228,7 @@ class OpenAIModel:
                         # Unreachable now: let this call through (it reports the failure)
                         # and ask again at the next one.
                         return EndpointGate(None)
-                self._gate = EndpointGate(self._limit())
+                self._gate = EndpointGate(self._limit(), self._hold_s())
             return self._gate
 
     def _limit(self) -> int | None:
@@ -224,6 +237,11 @@ class OpenAIModel:
         if self.max_in_flight == "none" or self.capacity is None:
             return None
         return self.capacity.slots
+
+    def _hold_s(self) -> float:
+        if self.prefix_hold_s != "auto":
+            return float(self.prefix_hold_s)
+        return HOLD_S if self.capacity and self.capacity.server == "llama-cpp-python" else 0.0
 
     def _sends_cache_prompt(self) -> bool:
         if self.cache_prompt == "auto":
@@ -289,7 +307,7 @@ class OpenAIModel:
                 response_schema = None
             sent = self.form
             body = self.build_request(messages, tools, params, response_schema)
-            async with gate.slot():
+            async with gate.slot(_conversation(messages)):
                 resp, latency = await self._post(url, body)
             if response_schema is None or not _refused_schema(resp):
                 break
@@ -419,6 +437,12 @@ class OpenAIModel:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+def _conversation(messages: list[Message]) -> str:
+    """A key of the conversation a request continues: its first two messages (the system
+    prompt and the task), which every later request of the episode starts with."""
+    return json.dumps([m.to_openai() for m in messages[:2]], sort_keys=True)
 
 
 def _logprobs(raw: Any) -> list[float] | None:
