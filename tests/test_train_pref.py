@@ -23,6 +23,7 @@ from sharpen.runner import RunConfig, Runner
 from sharpen.store import Store
 from sharpen.train.best_of_n import best_of_n, random_of_n
 from sharpen.train.dpo import DPOMethod
+from sharpen.train.engine import TrainReport
 from sharpen.train.method import TrainContext, TrainEvent, TrainResult
 from sharpen.train.pairs import sample_pairs
 from sharpen.train.reward_model import RewardModelMethod, RewardScorer
@@ -69,15 +70,18 @@ def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def dpo_trained(tmp_path_factory: pytest.TempPathFactory, base_checkpoint: Path, base_gguf: Path,
-                store_dir: Path) -> tuple[TrainContext, TrainResult, list[str], list[TrainEvent]]:
-    seen: list[str] = []
-    events: list[TrainEvent] = []
-    ctx = _context(tmp_path_factory.mktemp("dpo"), base_checkpoint, base_gguf, seen, events,
-                   store_dir)
-    method = DPOMethod(attempts=4, temperature=1.0, batch_size=2, max_length=384,
-                       learning_rate=5e-5)
-    return ctx, asyncio.run(method.train(ctx)), seen, events
+def dpo_trained(store_dir: Path, base_checkpoint: Path, base_gguf: Path) -> TrainReport:
+    """``dpo`` through the engine (``sharpen train``'s Python API): splits, guard, GGUF and the
+    held-out verdict on one test task."""
+    from sharpen.train.engine import train
+
+    store = Store(f"sqlite:///{store_dir / 'store.db'}")
+    method = PluginRef(name="dpo", args={"attempts": 4, "temperature": 1.0, "batch_size": 2,
+                                         "max_length": 384, "learning_rate": 5e-5})
+    n = {s: len(ts) for s, ts in _tasks().items()}
+    return asyncio.run(train(method, DEMO_ENV, DEMO_SPEC, store, folder=store_dir / "dpo",
+                             train=n["train"], val=n["val"], test=n["test"], task_seed=TASK_SEED,
+                             base=(base_checkpoint, base_gguf)))
 
 
 @pytest.fixture(scope="module")
@@ -89,52 +93,53 @@ def rm_trained(tmp_path_factory: pytest.TempPathFactory, base_checkpoint: Path, 
     return ctx, asyncio.run(method.train(ctx)), seen
 
 
+@pytest.mark.slow  # samples with the embedded model and trains (minutes on two cores)
 def test_dpo_pairs_come_from_the_verifier_and_train_a_model_local_runs(
-        dpo_trained: tuple[TrainContext, TrainResult, list[str], list[TrainEvent]]) -> None:
+        dpo_trained: TrainReport, store_dir: Path, base_checkpoint: Path, base_gguf: Path) -> None:
     import torch
     from safetensors.torch import load_file
 
-    from sharpen.train.checkpoint import write_gguf
-
-    ctx, result, seen, events = dpo_trained
+    report, result = dpo_trained, dpo_trained.result
+    ctx = _context(store_dir, base_checkpoint, base_gguf, [], [], store_dir)
     assert result.policy and result.stopped_by == "done"
     assert result.extra["pairs"] >= 1 and result.samples == 4 * len(ctx.train_tasks)
     # the verifier made the pairs: in each, chosen scored strictly better than rejected
     lines, _ = asyncio.run(sample_pairs(
-        ctx, ctx.train_tasks, model_path=ctx.base_gguf, attempts=4, temperature=1.0,
-        source="verifier", pairs_per_prompt=1, label="dpo"))  # the same run, resumed
+        ctx, ctx.train_tasks, model_path=base_gguf, attempts=4, temperature=1.0,
+        source="verifier", pairs_per_prompt=1, label="dpo"))  # the engine's run, resumed
     assert len(lines) == result.extra["pairs"]
     for x in lines:
         good, bad = x["meta"]["chosen"], x["meta"]["rejected"]
         assert (good["success"], good["reward"]) > (bad["success"], bad["reward"])
-    assert events and all(e.loss is not None for e in events)
-    assert "rewards/accuracies" in events[-1].metrics
-    assert set(seen) <= {t.id for t in ctx.train_tasks}  # no val, no test
+    assert result.events and all(e.loss is not None for e in result.events)
+    assert "rewards/accuracies" in result.events[-1].metrics
+    assert set(report.seen_tasks) == {t.id for t in ctx.train_tasks}  # no val, no test
     trained = load_file(str(result.checkpoint / "model.safetensors"))
-    base = load_file(str(ctx.base_checkpoint / "model.safetensors"))
+    base = load_file(str(base_checkpoint / "model.safetensors"))
     assert any(not torch.equal(trained[k], base[k]) for k in base if k in trained)
-
-    gguf = write_gguf(result.checkpoint, result.checkpoint.parent / "dpo.gguf", ctx.base_gguf)
-    spec = DEMO_SPEC.model_copy(update={"model": PluginRef(name="local", args={"model_path": str(gguf)})})
-    summary = asyncio.run(Runner(ctx.store, progress=False).run(
-        RunConfig(env=DEMO_ENV, agent=spec, tasks=ctx.train_tasks[:1])))
-    t = next(iter(ctx.store.iter_trajectories(summary.run_id)))
-    assert t.outcome is not None and t.outcome.error_kind in (None, "agent")
+    # the engine wrote its GGUF and ran it with --model local on the held-out test task
+    assert Path(report.lineage.gguf).is_file() and "model_path=" in report.command
+    t = next(iter(ctx.store.iter_trajectories(report.verdict.trained_run)))
+    assert t.task.id in report.test_tasks and t.outcome is not None
+    assert t.outcome.error_kind in (None, "agent")
     assert any(m.role == "assistant" and m.content for m in t.messages)
 
 
+@pytest.mark.slow  # samples with the embedded model and trains (minutes on two cores)
 def test_dpo_resume_returns_the_finished_training_without_sampling(
-        dpo_trained: tuple[TrainContext, TrainResult, list[str], list[TrainEvent]]) -> None:
-    ctx, result, _, _ = dpo_trained
+        dpo_trained: TrainReport, store_dir: Path, base_checkpoint: Path, base_gguf: Path) -> None:
+    result = dpo_trained.result
+    ctx = _context(store_dir, base_checkpoint, base_gguf, [], [], store_dir)
 
     async def no_rollouts(*args: Any, **kwargs: Any) -> str:
         raise AssertionError("a finished training sampled again")
 
-    again = asyncio.run(DPOMethod(attempts=4).train(
-        TrainContext(**{**ctx.__dict__, "resume": True, "rollouts": no_rollouts})))
+    ctx.workdir, ctx.resume, ctx.rollouts = result.checkpoint.parent, True, no_rollouts
+    again = asyncio.run(DPOMethod(attempts=4).train(ctx))
     assert again.checkpoint == result.checkpoint and again.extra == result.extra
 
 
+@pytest.mark.slow  # samples with the embedded model and trains (minutes on two cores)
 def test_reward_model_reports_held_out_accuracy_with_a_wilson_interval(
         rm_trained: tuple[TrainContext, TrainResult, list[str]]) -> None:
     from sharpen.stats.intervals import wilson
@@ -157,6 +162,7 @@ def test_reward_model_reports_held_out_accuracy_with_a_wilson_interval(
     assert a != b
 
 
+@pytest.mark.slow  # samples with the embedded model and trains (minutes on two cores)
 def test_the_reward_model_judge_scores_runs_and_best_of_n_keeps_the_highest(
         rm_trained: tuple[TrainContext, TrainResult, list[str]]) -> None:
     ctx, result, _ = rm_trained
