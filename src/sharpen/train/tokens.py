@@ -27,12 +27,14 @@ JSON lines after the reply's text and tool results are ``tool`` messages, since 
 template renders neither. Text-protocol runs describe their tools in the system prompt
 already, so tools are never rendered a second time.
 
-The ids are a re-tokenization of the stored text, piece by piece (markup, then each
-message's content on its own). Byte-level BPE round-trips text exactly, so the masks are
-exact, but a reply the model sampled in a non-canonical tokenization gets the canonical one,
-and a token that would merge across a piece boundary in a single pass is split there (with
-ChatML both boundaries are a newline or a special token, where the pre-tokenizer splits
-anyway). The exact sampled ids are not stored by any backend today.
+The ids are a re-tokenization of the stored text piece by piece — the markup, then each
+message's content on its own — so decoding any piece gives back exactly its text
+(byte-level BPE round-trips text). That is also how the model met a reply: it generated the
+reply's tokens after the generation prompt's own, not merged with them. It can differ from
+one pass over the whole text where a piece boundary falls inside a run of whitespace (a reply
+that starts with a newline right after the header's): a single pass would merge the two.
+And a reply the model sampled in a non-canonical tokenization gets the canonical one: no
+backend stores the sampled ids today.
 
 Needs ``transformers`` (the ``train`` extra) only for :func:`embedded_tokenizer`; the
 functions take any tokenizer with ``apply_chat_template``, ``__call__`` and ``eos_token``.
@@ -106,7 +108,7 @@ def load_tokenizer(ref: str | Path | None = None) -> Any:
     if ref is None or str(ref).endswith(".gguf"):
         return embedded_tokenizer(ref)
     if not Path(ref).expanduser().is_dir():
-        raise UserError(f"tokenizer {ref} is neither a .gguf file nor a checkpoint folder",
+        raise UserError(f"tokenizer {ref} is neither a gguf file nor a checkpoint folder",
                         "pass --tokenizer a GGUF model file or a folder written by sharpen checkpoint")
     from sharpen.train.hf import load_tokenizer as checkpoint_tokenizer
     return checkpoint_tokenizer(Path(ref).expanduser())
