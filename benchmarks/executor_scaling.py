@@ -43,6 +43,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -198,6 +199,7 @@ def main() -> None:
         kill_session(head)
     last = cells["local c=2"]["last"]
     write_ms, tokens = store_cost(last["url"], last["run_id"])
+    shutil.rmtree(tmp, ignore_errors=True)
     report(cells, write_ms, tokens, load)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -128,6 +129,7 @@ def cluster() -> Iterator[Cluster]:
         if c.second is not None:
             _kill_group(c.second)
         _kill_group(c.head)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _stored(db: Path) -> int:

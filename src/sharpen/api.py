@@ -49,6 +49,7 @@ from sharpen.judges.runner import JudgeSummary
 from sharpen.models.base import MODEL
 from sharpen.runner import RetryPolicy, RunConfig, Runner, RunSummary
 from sharpen.runner.compose import select_tasks, with_agent, with_perturbations
+from sharpen.runner.executor import Executor
 from sharpen.stats.bootstrap import DEFAULT_REPS
 from sharpen.stats.compare import ComparisonReport, compare_stored
 from sharpen.stats.report import RunReport, build_report
@@ -236,7 +237,7 @@ async def arun(
     seed: int = 0, concurrency: int = 4, store: StoreLike = None,
     env_args: Mapping[str, Any] | None = None, progress: bool = False, resume: bool = False,
     retry: RetryPolicy | None = None, registry: Registry = REGISTRY,
-    perturb: Sequence[str] = (),
+    perturb: Sequence[str] = (), executor: Executor | None = None,
 ) -> Run:
     """Run ``agent`` on ``env``'s tasks and store every episode; what ``sharpen run`` does.
 
@@ -248,7 +249,9 @@ async def arun(
     ``retry``: retries of infra errors per model call (the CLI's defaults). Plug-ins come from
     ``registry``. ``perturb``: names of perturbations the environment declares; each task is
     followed by its variant under each (``--perturb``), which fills the report's robustness
-    row. Interrupted, it raises (``KeyboardInterrupt`` or ``CancelledError``) with
+    row. ``executor``: where episodes are played (default: in this process; e.g.
+    ``sharpen.runner.ray_executor.RayExecutor(address="auto")``, docs/scale.md), closed by the
+    caller. Interrupted, it raises (``KeyboardInterrupt`` or ``CancelledError``) with
     every finished episode saved; ``resume=True`` does the rest."""
     if epochs < 1:
         raise UserError(f"epochs must be at least 1, not {epochs}", "set epochs=1 or more")
@@ -262,7 +265,8 @@ async def arun(
     st = open_store(store)
     config = RunConfig(env=env_ref, agent=spec, tasks=task_list, epochs=epochs,
                        concurrency=concurrency, seed=seed, retry=retry or RetryPolicy())
-    summary = await Runner(st, progress=progress, registry=registry).run(config, resume=resume)
+    summary = await Runner(st, progress=progress, registry=registry,
+                           executor=executor).run(config, resume=resume)
     return Run(st, st.get_run(summary.run_id))
 
 
@@ -272,7 +276,7 @@ def run(
     seed: int = 0, concurrency: int = 4, store: StoreLike = None,
     env_args: Mapping[str, Any] | None = None, progress: bool = False, resume: bool = False,
     retry: RetryPolicy | None = None, registry: Registry = REGISTRY,
-    perturb: Sequence[str] = (),
+    perturb: Sequence[str] = (), executor: Executor | None = None,
 ) -> Run:
     """:func:`arun` in its own event loop (see there); inside a running loop (a notebook),
     a UserError that says to ``await sharpen.arun(...)``. SIGTERM stops it as Ctrl-C does
@@ -284,7 +288,7 @@ def run(
     return run_sync(arun(
         env, agent=agent, model=model, tasks=tasks, split=split, epochs=epochs, seed=seed,
         concurrency=concurrency, store=store, env_args=env_args, progress=progress,
-        resume=resume, retry=retry, registry=registry, perturb=perturb))
+        resume=resume, retry=retry, registry=registry, perturb=perturb, executor=executor))
 
 
 def load(run: str = "latest", store: StoreLike = None) -> Run:
