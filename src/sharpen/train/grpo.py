@@ -99,7 +99,9 @@ class GrpoMethod(BaseTrainMethod):
             reward_funcs=[reward],  # type: ignore[list-item]  # async: TRL awaits it
             args=GRPOConfig(**self.config(ctx)), train_dataset=dataset,
             processing_class=tokenizer, callbacks=[curve.callback()], **extra)
+        started = time.monotonic()
         await asyncio.to_thread(trainer.train, resume_from_checkpoint=last)
+        train_seconds = time.monotonic() - started
         checkpoint = save_checkpoint(trainer.model, tokenizer, ctx.workdir / "checkpoint")
         from sharpen.train.checkpoint import write_gguf
 
@@ -109,7 +111,8 @@ class GrpoMethod(BaseTrainMethod):
         return TrainResult(
             checkpoint=checkpoint, gguf=gguf, events=curve.events, samples=curve.samples,
             seconds=curve.seconds(), stopped_by=curve.stopped_by,
-            extra={"tokens": curve.tokens, "resumed_at_step": curve.resumed_at})
+            extra={"tokens": curve.tokens, "resumed_at_step": curve.resumed_at,
+                   "train_seconds": train_seconds})
 
 
 class Curve:

@@ -35,15 +35,17 @@ from sharpen.envs.base import ENV
 from sharpen.models.base import MODEL
 
 
-def training_agent(spec: AgentSpec, gguf: str, registry: Registry = REGISTRY) -> ToolAgent:
+def training_agent(spec: AgentSpec, gguf: str | None = None,
+                   registry: Registry = REGISTRY) -> ToolAgent:
     """The spec's agent, checked to be one whose first turn :func:`prompts` can rebuild: the
     ``tool`` agent acting through the text protocol with the trained model run as ``local``
-    from ``gguf``. :class:`UserError` otherwise, naming the fix."""
+    from ``gguf`` (default: the embedded model's; nothing is loaded). :class:`UserError`
+    otherwise, naming the fix."""
     agent = registry.create(AGENT, spec.agent)
     if not isinstance(agent, ToolAgent):
         raise UserError(f"grpo trains the `tool` agent's replies; the spec's agent is "
                         f"{spec.agent.name!r}", "set agent: {name: tool} in the spec")
-    model = registry.create(MODEL, PluginRef(name="local", args={"model_path": gguf}))
+    model = registry.create(MODEL, PluginRef(name="local", args={"model_path": gguf} if gguf else {}))
     if agent.acting(model, spec) != "text":
         raise UserError("grpo samples free text, but this spec decodes under a grammar "
                         "(decoding: constrained, or auto on the local model)",
