@@ -233,6 +233,40 @@ def test_ctrl_c_cancels_the_ray_episodes(tmp_path: Path, cluster: Cluster) -> No
     assert 2 <= len(list(store.iter_trajectories(run.id, with_steps=False))) < 20
 
 
+async def test_one_executor_keeps_its_actors_from_run_to_run(tmp_path: Path,
+                                                             cluster: Cluster) -> None:
+    """As ``sharpen improve`` uses it: several runs through one executor start its actors
+    (and build their models) once; ``aclose`` ends them."""
+    from conftest import procs_with
+
+    from sharpen.core.agent_spec import AgentSpec
+    from sharpen.core.registry import PluginRef
+    from sharpen.envs.code.env import CodeEnv
+    from sharpen.runner import RunConfig, Runner
+    from sharpen.runner.ray_executor import RayExecutor
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    env = PluginRef(name="code", args={"source": "generated"})
+    tasks = CodeEnv(source="generated").list_tasks(limit=6, seed=0)
+    executor = RayExecutor(address=cluster.address)
+    runner = Runner(store, progress=False, executor=executor)
+    actors = []
+    try:
+        for part in (tasks[:3], tasks[3:]):
+            config = RunConfig(env=env, agent=AgentSpec(agent=PluginRef(name="reference")),
+                               tasks=part, concurrency=2)
+            summary = await runner.run(config)
+            assert summary.n_trajectories == 3 and summary.n_success == 3
+            actors.append(sorted(procs_with("ray::EpisodeActor")))
+    finally:
+        await executor.aclose()
+    assert len(actors[0]) == 2 and actors[1] == actors[0]  # the same two actor processes
+    deadline = time.monotonic() + 30
+    while procs_with("ray::EpisodeActor") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not procs_with("ray::EpisodeActor")
+
+
 def test_a_worker_node_killed_mid_run_loses_nothing(tmp_path: Path, cluster: Cluster) -> None:
     tasks = 18
     db = tmp_path / "s.db"

@@ -10,15 +10,16 @@ store is written by one process whichever executor plays.
 
 Slots: ``min(concurrency, episodes, cluster CPUs // cpus_per_episode)`` actors, so that none
 waits for resources the cluster does not have; each takes the next episode as soon as it
-hands one back.
+hands one back. The actors outlive a run and play the executor's next one (``sharpen
+improve`` runs many), keeping the models they built, until :meth:`RayExecutor.aclose`.
 
 Failures: an episode whose actor, worker process or node died (any ``ray.exceptions`` error
 other than an exception raised by sharpen's own code) is handed back as ``infra`` — which
 ``--resume`` plays again — and that slot is dropped; the other slots play the rest. Should
 every slot die, the episodes left are ``infra`` too. A :class:`~sharpen.core.errors.UserError`
 raised on a worker stops the run as it would locally. Cancelling the run (Ctrl-C, SIGTERM)
-cancels the actor calls in flight (each episode closes its environment), then kills the
-actors. The driver owns the actors, so a driver killed by SIGKILL takes them with it.
+cancels the actor calls in flight (each episode closes its environment), then kills every
+actor of the executor. The driver owns the actors, so a driver killed by SIGKILL takes them with it.
 
 Every node must have sharpen (same release, same plug-ins) and Ray installed; plug-ins are
 found on the workers through their entry points or ``module:Name`` refs (a ``file.py:Name``
@@ -36,6 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sharpen.core.errors import UserError
+from sharpen.core.hashing import content_hash
 from sharpen.core.outcome import Outcome
 from sharpen.core.registry import REGISTRY
 from sharpen.core.trajectory import Trajectory
@@ -60,28 +62,29 @@ def _ray() -> Any:
 
 
 class EpisodeActor:
-    """One worker slot (a Ray actor when wrapped by ``ray.remote``): the run's model, built on
-    the first call and kept, and the Closing its episodes' sandboxes close in."""
+    """One worker slot (a Ray actor when wrapped by ``ray.remote``): the models of the runs it
+    plays — one per (agent, model) ref, built on first use and kept until :meth:`close`, so a
+    model is loaded once per actor — and the Closing its episodes' sandboxes close in."""
 
-    def __init__(self, config: RunConfig, run_id: str) -> None:
-        self.config = config
-        self.run_id = run_id
-        self.model: ChatModel | None = None
+    def __init__(self) -> None:
+        self.models: dict[str, ChatModel] = {}
         self.closing = Closing()
 
-    async def play(self, task: Any, epoch: int) -> Trajectory:
+    async def play(self, config: RunConfig, run_id: str, task: Any, epoch: int) -> Trajectory:
         from sharpen.runner.episode import play_episode
         from sharpen.runner.runner import build_model
 
-        if self.model is None:  # here, not in __init__: a UserError then reaches the driver
-            self.model = build_model(self.config)
+        key = content_hash([config.agent.agent.model_dump(mode="json"),
+                            config.agent.model.model_dump(mode="json")])
+        model = self.models.get(key)
+        if model is None:  # here, not in __init__: a UserError then reaches the driver
+            model = self.models[key] = build_model(config)
         with self.closing.scope():
-            return await play_episode(self.config, self.run_id, self.model, task, epoch,
-                                      REGISTRY)
+            return await play_episode(config, run_id, model, task, epoch, REGISTRY)
 
     async def close(self) -> None:
-        if self.model is not None:
-            await self.model.aclose()
+        for model in self.models.values():
+            await model.aclose()
         await self.closing.close()
 
 
@@ -99,6 +102,9 @@ class RayExecutor(BaseExecutor):
         self.address = address
         self.cpus_per_episode = float(cpus_per_episode)
         self._started_here = False
+        self._pool: list[Any] = []
+        """Actors kept from one run to the next (``sharpen improve`` runs many): their start-up
+        and model loads are paid once per command; ended by :meth:`aclose`."""
 
     def _connect(self) -> Any:
         ray = _ray()
@@ -125,15 +131,22 @@ class RayExecutor(BaseExecutor):
         if not work.episodes:
             return
         ray = self._connect()
+        slots = self._slots(ray, work)
         remote = ray.remote(EpisodeActor).options(num_cpus=self.cpus_per_episode)
-        actors = [remote.remote(work.config, work.run_id) for _ in range(self._slots(ray, work))]
+        while len(self._pool) < slots:
+            self._pool.append(remote.remote())
+        actors = self._pool[:slots]
+        # Each call carries the config, so without its task list (an episode needs only its
+        # own task), put in the object store once per run.
+        config = ray.put(work.config.model_copy(update={"tasks": []}))
         queue = deque(work.episodes)
         in_flight: dict[int, Any] = {}  # slot → the ref of the call it waits for
+        dead: set[int] = set()
 
         async def slot(i: int, actor: Any) -> None:
             while queue:
                 episode = queue.popleft()
-                ref = actor.play.remote(episode.task, episode.epoch)
+                ref = actor.play.remote(config, work.run_id, episode.task, episode.epoch)
                 in_flight[i] = ref
                 try:
                     traj = await ref
@@ -142,6 +155,7 @@ class RayExecutor(BaseExecutor):
                         raise exc.cause from None
                     raise
                 except ray.exceptions.RayError as exc:  # the actor, its process or node died
+                    dead.add(i)
                     await on_done(_lost(work, episode, exc))
                     return  # this slot is gone; the others play the rest
                 finally:
@@ -151,13 +165,20 @@ class RayExecutor(BaseExecutor):
         finished = False
         try:
             await gather_or_cancel([slot(i, a) for i, a in enumerate(actors)])
-            while queue:  # every slot died before the queue was empty
-                await on_done(_lost(work, queue.popleft(), None))
             finished = True
         finally:
-            await _stop(ray, actors, list(in_flight.values()), graceful=finished)
+            if finished:  # the live actors wait for the next run
+                self._pool = [a for i, a in enumerate(actors) if i not in dead] + self._pool[slots:]
+            else:  # cancelled, or stopped by an error: end them all
+                pool, self._pool = self._pool, []
+                await _stop(ray, pool, list(in_flight.values()), graceful=False)
+        while queue:  # every slot died before the queue was empty
+            await on_done(_lost(work, queue.popleft(), None))
 
     async def aclose(self) -> None:
+        if self._pool:
+            pool, self._pool = self._pool, []
+            await _stop(_ray(), pool, [], graceful=True)
         if self._started_here:
             _ray().shutdown()
             self._started_here = False
