@@ -103,6 +103,22 @@ def phoenix_spans(url: str, project: str, expect: int, timeout: float = 60) -> l
         time.sleep(0.5)
 
 
+def phoenix_annotations(url: str, project: str, span_ids: list[str], expect: int,
+                        timeout: float = 60) -> list[dict[str, Any]]:
+    """The span annotations on ``span_ids`` once ``expect`` are there (Phoenix inserts them
+    in the background)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        res = httpx.get(f"{url}/v1/projects/{project}/span_annotations",
+                        params={"span_ids": span_ids, "limit": 1000}, timeout=10)
+        notes = res.json()["data"] if res.status_code == 200 else []
+        if len(notes) >= expect:
+            return notes
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(notes)} of {expect} annotations reached Phoenix")
+        time.sleep(0.5)
+
+
 def report_json(store: str, run_id: str, cwd: Path) -> dict[str, Any]:
     res = sharpen("report", run_id, "--json", "--store", store, cwd=cwd)
     assert res.returncode == 0, res.stderr
@@ -127,7 +143,7 @@ def test_export_reaches_phoenix_with_genai_attributes_and_imports_back_the_same(
         phoenix: str, replay_run: tuple[str, str], tmp_path: Path) -> None:
     store, run_id = replay_run
     res = sharpen("export", run_id, "--format", "otlp", "--endpoint", phoenix, "--project", "after",
-                  "--store", store, cwd=tmp_path)
+                  "--phoenix-annotations", "--store", store, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     want = expected_spans(store, run_id)
     spans = phoenix_spans(phoenix, "after", sum(want.values()))
@@ -158,6 +174,15 @@ def test_export_reaches_phoenix_with_genai_attributes_and_imports_back_the_same(
         a = s["attributes"]
         assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.request.model"]
         assert a["llm.token_count.total"] == a["gen_ai.usage.input_tokens"] + a["gen_ai.usage.output_tokens"]
+    agents = [s["context"]["span_id"] for s in by_kind["AGENT"]]
+    # One annotation per (span, name, source and author): a later record of the same name by
+    # the same author (a second submission's test results) replaces the earlier.
+    distinct = {(t.id, f.name, f.source, f.author) for t in trajs.values() for f in t.feedback}
+    notes = phoenix_annotations(phoenix, "after", agents, expect=len(agents) + len(distinct))
+    assert len(notes) == len(agents) + len(distinct)
+    assert Counter(n["name"] for n in notes)["outcome"] == len(agents)
+    (human,) = [n for n in notes if n["annotator_kind"] == "HUMAN"]
+    assert human["name"] == "verdict" and human["result"]["label"] == "good"
     assert {s["attributes"]["gen_ai.tool.name"] for s in by_kind["TOOL"]} == {"submit"}
     assert all(s["attributes"]["gen_ai.operation.name"] == "execute_tool" for s in by_kind["TOOL"])
 

@@ -197,6 +197,9 @@ def export(
     header: Annotated[list[str] | None, typer.Option(
         "--header", help="otlp: an HTTP header, NAME=VALUE (repeatable; e.g. Langfuse's "
         "Authorization=Basic ...); OTEL_EXPORTER_OTLP_HEADERS is read too.")] = None,
+    phoenix_annotations: Annotated[bool, typer.Option(
+        "--phoenix-annotations", help="otlp: also post outcomes and feedback to the Phoenix at "
+        "--endpoint as span annotations (Phoenix shows them as scores).")] = False,
     store: StoreOpt = None,
 ) -> None:
     """Export trajectories as JSON lines: the full record, or fine-tuning data (SFT examples,
@@ -208,7 +211,8 @@ def export(
         from sharpen.cli.otel_cmd import export_otlp
 
         export_otlp(runs, endpoint, output, project, header, store, filtered=bool(feedback) or any(
-            v is not None for v in (success, split, min_reward, include_errors)))
+            v is not None for v in (success, split, min_reward, include_errors)),
+            annotate=phoenix_annotations)
         return
     if format == "inspect":
         _export_inspect(runs, output, store, filtered=bool(feedback) or any(

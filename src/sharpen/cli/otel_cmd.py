@@ -37,12 +37,17 @@ def sink(endpoint: str, project: str, header: list[str] | None, store: Store | N
 
 
 def export_otlp(runs: list[str], endpoint: str | None, output: Path | None, project: str,
-                header: list[str] | None, store: str | None, *, filtered: bool) -> None:
-    """``sharpen export RUN... --format otlp``: to ``endpoint``, or an OTLP/JSON file."""
+                header: list[str] | None, store: str | None, *, filtered: bool,
+                annotate: bool = False) -> None:
+    """``sharpen export RUN... --format otlp``: to ``endpoint`` (and, ``annotate``, its
+    Phoenix's span annotations), or an OTLP/JSON file."""
     if filtered:
         raise UserError("--format otlp sends whole runs: the filters do not apply",
                         "drop --success/--failure, --split, --min-reward, --feedback and "
                         "--include-errors")
+    if annotate and endpoint is None:
+        raise UserError("--phoenix-annotations posts to the Phoenix at --endpoint",
+                        "give --endpoint URL, or drop --phoenix-annotations")
     if (endpoint is None) == (output is None):
         raise UserError("--format otlp needs exactly one of --endpoint URL and -o FILE",
                         "e.g. --endpoint http://127.0.0.1:6006 (Phoenix), or -o run.otlp.json")
@@ -51,11 +56,19 @@ def export_otlp(runs: list[str], endpoint: str | None, output: Path | None, proj
     if endpoint is not None:
         out = sink(endpoint, project, header, None)
         from sharpen.interop.otlp import run_spans
+        from sharpen.interop.phoenix_annotations import annotations_of, post_annotations
 
+        notes: list[dict[str, object]] = []
         for ref in runs:
-            out.send(run_spans(st, st.resolve_run(ref)))
+            for span in run_spans(st, st.resolve_run(ref)):
+                out.send([span])
+                if annotate:
+                    notes += annotations_of([span])
         sent = out.close()
         err.print(f"sent {sent} spans of {len(runs)} run(s) to {endpoint} (project {project})")
+        if annotate:
+            n = post_annotations(endpoint, notes, headers=headers_of(header))
+            err.print(f"posted {n} span annotations (outcomes and feedback) to {endpoint}")
         return
     assert output is not None
     from sharpen.interop.otel_json import to_otlp_json
