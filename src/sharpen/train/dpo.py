@@ -110,6 +110,7 @@ class DPOMethod(BaseTrainMethod):
              events: list[TrainEvent], started: float, before: float,
              samples: int) -> tuple[int, list[StopReason]]:
         from datasets import Dataset  # type: ignore[import-untyped]
+        from transformers import PrinterCallback
         from trl import DPOConfig, DPOTrainer
 
         tokenizer = load_tokenizer(ctx.base_checkpoint)
@@ -125,6 +126,7 @@ class DPOMethod(BaseTrainMethod):
             **ctx.trainer_args))
         trainer = DPOTrainer(model=model, args=config, train_dataset=Dataset.from_list(rows),
                              processing_class=tokenizer, callbacks=[callback])
+        trainer.remove_callback(PrinterCallback)  # steps go to ctx.report, never to stdout
         resume = last_trl_checkpoint(out) if ctx.resume else None
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
         # Stopped by the budget, the weights so far are the result; trl/ holds the resume point.

@@ -160,6 +160,7 @@ class RewardModelMethod(BaseTrainMethod):
              events: list[TrainEvent], started: float, before: float,
              samples: int) -> tuple[int, list[StopReason]]:
         from datasets import Dataset  # type: ignore[import-untyped]
+        from transformers import PrinterCallback
         from trl import RewardConfig, RewardTrainer
 
         tokenizer = load_tokenizer(ctx.base_checkpoint)
@@ -175,6 +176,7 @@ class RewardModelMethod(BaseTrainMethod):
             **ctx.trainer_args))
         trainer = RewardTrainer(model=model, args=config, train_dataset=Dataset.from_list(rows),
                                 processing_class=tokenizer, callbacks=[callback])
+        trainer.remove_callback(PrinterCallback)  # steps go to ctx.report, never to stdout
         resume = last_trl_checkpoint(out) if ctx.resume else None
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
         save_checkpoint(trainer.model, tokenizer, final)
