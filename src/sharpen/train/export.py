@@ -47,6 +47,7 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from os import PathLike
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
@@ -273,10 +274,13 @@ def export(
     if preference not in PREFERENCE_SOURCES:
         raise UserError(f"unknown preference source {preference!r}",
                         f"use --pairs with one of {', '.join(PREFERENCE_SOURCES)}")
-    if fmt == "tokens" and (tokenizer is None or isinstance(tokenizer, str)):
+    label = "embedded" if tokenizer is None else str(tokenizer)  # what meta names
+    if fmt == "tokens" and (tokenizer is None or isinstance(tokenizer, str | PathLike)):
         from sharpen.train.tokens import load_tokenizer  # needs transformers; fails before a line
 
         tokenizer = load_tokenizer(tokenizer)
+    elif fmt == "tokens":
+        label = tokenizer.name_or_path
     where = where or Where()
     if where.include_errors is None:
         where = where.model_copy(update={"include_errors": fmt == "jsonl"})
@@ -288,7 +292,7 @@ def export(
                    "completion": ("examples", _completions),
                    "preference": ("pairs", pairs),
                    "groups": ("groups", _groups),
-                   "tokens": ("trajectories", lambda k: _tokens(k, tokenizer))}[fmt]
+                   "tokens": ("trajectories", lambda k: _tokens(k, tokenizer, label))}[fmt]
     count.unit, count.where = unit, where.describe()
     lines = write(_kept(store, ids, where, count, finished_only=fmt != "jsonl"))
 
@@ -346,12 +350,12 @@ def _completions(kept: Iterable[_Kept]) -> Iterator[dict[str, Any]]:
             yield line
 
 
-def _tokens(kept: Iterable[_Kept], tokenizer: Any) -> Iterator[dict[str, Any]]:
+def _tokens(kept: Iterable[_Kept], tokenizer: Any, label: str) -> Iterator[dict[str, Any]]:
     from sharpen.train.tokens import tokenize_trajectory
 
     for k in kept:
         line = tokenize_trajectory(k.t, tokenizer).to_json()
-        yield {**line, "meta": {**k.meta(), "tokenizer": tokenizer.name_or_path}}
+        yield {**line, "meta": {**k.meta(), "tokenizer": label}}
 
 
 def _by_prompt(kept: Iterable[_Kept]) -> list[list[_Kept]]:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import Any, Literal
 
@@ -89,7 +90,7 @@ class TokenizedConversation:
                 "segments": [asdict(s) for s in self.segments]}
 
 
-def embedded_tokenizer(gguf: str | Path | None = None) -> Any:
+def embedded_tokenizer(gguf: str | PathLike[str] | None = None) -> Any:
     """The tokenizer (with its chat template) of the GGUF model ``gguf``, default the embedded
     SmolLM2's: read from the file's metadata, without loading the weights. Load it once and
     pass it around — it takes seconds."""
@@ -102,7 +103,7 @@ def embedded_tokenizer(gguf: str | Path | None = None) -> Any:
     return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
 
 
-def load_tokenizer(ref: str | Path | None = None) -> Any:
+def load_tokenizer(ref: str | PathLike[str] | None = None) -> Any:
     """The tokenizer ``--tokenizer`` names: a ``.gguf`` file, a Hugging Face checkpoint
     folder, or ``None`` for the embedded model's."""
     if ref is None or str(ref).endswith(".gguf"):
