@@ -17,7 +17,7 @@ from servers import ScriptedServer, chat_body, llama_server_fixture
 
 from sharpen.core.errors import UserError
 from sharpen.core.messages import Message
-from sharpen.models.capacity import Capacity
+from sharpen.models.capacity import TRIAL_HOLDS, Capacity
 from sharpen.models.openai_compat import OpenAIModel
 
 llama_server = llama_server_fixture()
@@ -203,6 +203,25 @@ async def test_a_held_place_keeps_a_one_slot_server_on_one_conversation(
         assert order == expected
         assert server.peak == 1
         assert (await model.gate()).resumed == (4 if hold_s else 0)
+        await model.aclose()
+    finally:
+        server.close()
+
+
+async def test_holds_nobody_takes_up_stop() -> None:
+    """One-call conversations (a judge's) never come back for a held place: after the trial
+    holds the gate stops holding, and the calls no longer wait out a hold each."""
+    server = SlotServer(slots=1, delay_s=0.01)
+    try:
+        model = OpenAIModel(base_url=server.url, tools=False, prefix_hold_s=0.2)
+
+        async def one(i: int) -> None:
+            await model.complete([Message(role="user", content=f"judge {i}")], params=PARAMS)
+
+        await asyncio.gather(*(one(i) for i in range(20)))
+        gate = await model.gate()
+        assert (gate.holds, gate.resumed) == (TRIAL_HOLDS, 0)
+        assert len(server.bodies) == 20
         await model.aclose()
     finally:
         server.close()

@@ -81,6 +81,10 @@ async def discover(client: httpx.AsyncClient, base_url: str) -> Capacity:
     return Capacity("unknown", None)
 
 
+TRIAL_HOLDS = 8
+"""Holds an :class:`EndpointGate` makes before it asks whether they are taken up."""
+
+
 class EndpointGate:
     """Lets at most ``limit`` requests through at once (``None``: any number), first come
     first served, and counts them. Belongs to one event loop.
@@ -89,7 +93,9 @@ class EndpointGate:
     conversation (``conversation``: a key of its stable prefix) for up to ``hold_s`` seconds
     while its episode does environment work: a one-slot server that keeps only its last
     prompt then extends that prompt instead of evaluating another conversation's from the
-    start. Others get the place when the hold runs out."""
+    start. Others get the place when the hold runs out. Holds that are not taken up cost
+    their time, so after ``TRIAL_HOLDS`` of them the gate holds only while at least half of
+    its holds were taken up (one-call conversations, such as a judge's, soon stop it)."""
 
     def __init__(self, limit: int | None, hold_s: float = 0.0) -> None:
         if limit is not None and limit < 1:
@@ -107,6 +113,8 @@ class EndpointGate:
         """Requests that found the gate full and waited."""
         self.resumed = 0
         """Requests that took the place their conversation's previous request held."""
+        self.holds = 0
+        """Places held for a conversation's next request."""
 
     @asynccontextmanager
     async def slot(self, conversation: str | None = None) -> AsyncIterator[None]:
@@ -146,7 +154,9 @@ class EndpointGate:
     def _release(self, conversation: str | None) -> None:
         if self._free is None:
             return
-        if self.hold_s > 0 and conversation is not None and conversation not in self._held:
+        if (self.hold_s > 0 and conversation is not None and conversation not in self._held
+                and (self.holds < TRIAL_HOLDS or 2 * self.resumed >= self.holds)):
+            self.holds += 1
             loop = asyncio.get_running_loop()
             self._held[conversation] = loop.call_later(self.hold_s, self._expire, conversation)
             return
