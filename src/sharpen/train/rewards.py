@@ -98,7 +98,6 @@ class VerifierReward:
     concurrency: int = 4
     registry: Registry = REGISTRY
     scored: int = 0
-    __name__: str = "verifier"  # TRL names each reward function's metrics by it
 
     async def score(self, prompt: Prompt, reply: str, cut_off: bool) -> float:
         """The environment's reward for ``reply`` as the first action of an episode of
