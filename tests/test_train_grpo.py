@@ -121,3 +121,26 @@ def test_grpo_through_the_engine_writes_a_model_local_runs_then_resumes_with_ech
     assert [e.step for e in again.events] == [1, 2, 3] and again.samples == 6
     assert again.events[-1].metrics["echo/observation_ce"] > 0
     assert again.gguf is not None and again.gguf.is_file()
+
+
+def test_the_curve_stops_at_the_sample_budget_and_a_resume_keeps_the_steps_before_its_checkpoint(
+        tmp_path: Path) -> None:
+    from sharpen.train.grpo import CURVE, Curve
+    from sharpen.train.method import TrainBudget, TrainEvent
+
+    seen: list[TrainEvent] = []
+    ctx = TrainContext(env=DEMO_ENV, spec=DEMO_SPEC, train_tasks=[], val_tasks=[],
+                       base_checkpoint=tmp_path, base_gguf=tmp_path / "x.gguf", workdir=tmp_path,
+                       store=Store(f"sqlite:///{tmp_path / 's.db'}"),
+                       budget=TrainBudget(max_samples=4), report=seen.append)
+    reward = VerifierReward(DEMO_ENV, [])
+    curve = Curve(ctx, reward, resumed_at=None)
+    for step in (1, 2, 3):
+        reward.scored += 2
+        curve.record(step, {"loss": 0.5, "reward": 0.25, "num_tokens": 100 * step})
+        if curve.over_budget():
+            break
+    assert step == 2 and curve.stopped_by == "max_samples" and [e.samples for e in seen] == [2, 4]
+    resumed = Curve(ctx, VerifierReward(DEMO_ENV, []), resumed_at=1)  # the checkpoint was at 1
+    assert [e.step for e in resumed.events] == [1] and resumed.samples == 2
+    assert resumed.tokens == 100 and len((tmp_path / CURVE).read_text().splitlines()) == 1
