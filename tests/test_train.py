@@ -131,7 +131,7 @@ def test_rerest_trains_on_a_verified_success_corrects_a_failure_and_writes_a_mod
 
 @pytest.mark.slow
 def test_cli_star_killed_mid_training_resumes_from_its_last_round_and_never_sees_test(
-        tmp_path: Path, base_checkpoint: Path) -> None:
+        tmp_path: Path, base_checkpoint: Path, base_gguf: Path) -> None:
     spec = tmp_path / "spec.yaml"
     DEMO_SPEC.dump(spec)
     out = tmp_path / "train"
@@ -140,7 +140,7 @@ def test_cli_star_killed_mid_training_resumes_from_its_last_round_and_never_sees
            *[f"--method-arg={k}={v}" for k, v in {**TINY, "rounds": 2}.items()],
            "--train", "2", "--val", "1", "--test", "1", "--out", str(out),
            "--store", f"sqlite:///{tmp_path / 's.db'}", "--base-checkpoint", str(base_checkpoint),
-           "--json"]
+           "--base-gguf", str(base_gguf), "--json"]
     env = {**os.environ, "TQDM_DISABLE": "1"}
     with (tmp_path / "first.log").open("w") as log:
         first = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -164,6 +164,8 @@ def test_cli_star_killed_mid_training_resumes_from_its_last_round_and_never_sees
     rounds = report["result"]["extra"]["rounds"]
     assert [r["round"] for r in rounds] == [1, 2] and rounds[0] == round1[0]  # not redone
     assert weights.stat().st_mtime_ns == written
+    assert {e["round"] for e in report["result"]["events"]} == {1, 2}  # the whole curve
+    assert any(e["loss"] is not None for e in report["result"]["events"])
     assert report["lineage"]["checkpoint"] == rounds[1]["checkpoint"]
     assert Path(report["lineage"]["gguf"]).is_file()
     assert "held-out verdict:" in done.stderr and report["command"] in done.stderr

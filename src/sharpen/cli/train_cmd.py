@@ -25,6 +25,7 @@ from sharpen.cli.options import (
     parse_kv,
     with_decoding,
 )
+from sharpen.core.errors import UserError
 from sharpen.train.checkpoint import write_checkpoint, write_gguf
 
 
@@ -97,6 +98,9 @@ def train(
     base_checkpoint: Annotated[Path | None, typer.Option(
         "--base-checkpoint", help="The start model already as a checkpoint (`sharpen checkpoint` "
         "of the spec's model): skips that conversion.")] = None,
+    base_gguf: Annotated[Path | None, typer.Option(
+        "--base-gguf", help="With --base-checkpoint: that checkpoint as a float32 GGUF (`sharpen "
+        "gguf`), the verdict's base: skips writing it.")] = None,
     json_out: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
@@ -109,6 +113,9 @@ def train(
     from sharpen.train.method import TrainBudget, TrainEvent
     from sharpen.train.progress import TrainProgress, event_text, plot_curves
 
+    if base_gguf is not None and base_checkpoint is None:
+        raise UserError("--base-gguf needs --base-checkpoint (the checkpoint it was written from)",
+                        "pass both, or neither")
     os.environ.setdefault("TQDM_DISABLE", "1")  # the loaders' bars would break the engine's
     console = Console(stderr=True)
     spec = AgentSpec.load(spec_file) if spec_file else AgentSpec()
@@ -131,7 +138,7 @@ def train(
                 console.print(f"  {event_text(event)}", highlight=False, markup=False)
 
         training = Training(config, st, folder, device=device, resume=resume, on_event=on_event,
-                            base=None if base_checkpoint is None else (base_checkpoint, None),
+                            base=None if base_checkpoint is None else (base_checkpoint, base_gguf),
                             on_line=lambda m: console.print(f"  {m}", highlight=False, markup=False))
         try:
             report = run_sync(training.run())

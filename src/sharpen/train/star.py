@@ -47,6 +47,8 @@ class RoundRecord(BaseModel):
     gguf: Path | None = None
     seconds: float = 0.0
     steps: int = 0
+    events: list[TrainEvent] = Field(default_factory=list)
+    """Its curve: one event per optimiser step, then the round's."""
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -86,7 +88,6 @@ class StarMethod(BaseTrainMethod):
         state = (StarState.model_validate_json(state_file.read_text())
                  if ctx.resume and state_file.is_file() else StarState())
         ckpt, gguf = ctx.base_checkpoint, ctx.base_gguf
-        events: list[TrainEvent] = []
         samples = steps = 0
         prior = 0.0
         for rec in state.rounds:  # finished before: their models and counts, not their work
@@ -125,10 +126,11 @@ class StarMethod(BaseTrainMethod):
                 shutil.rmtree(out, ignore_errors=True)  # a round killed mid-training
 
                 def on_loss(step: int, loss: float, r: int = r, before: int = steps,
-                            n: int = samples) -> None:
-                    ctx.report(TrainEvent(step=before + step, round=r, samples=n, loss=loss,
-                                          seconds=elapsed(),
-                                          metrics={"progress": (r - 1) / self.rounds}))
+                            n: int = samples, rec: RoundRecord = rec) -> None:
+                    rec.events.append(TrainEvent(step=before + step, round=r, samples=n, loss=loss,
+                                                 seconds=elapsed(),
+                                                 metrics={"progress": (r - 1) / self.rounds}))
+                    ctx.report(rec.events[-1])
                 rec.losses = await asyncio.to_thread(
                     fine_tune, ckpt, lines, out, device=ctx.device, seed=ctx.seed + r,
                     settings=self.sft, trainer_args=ctx.trainer_args, on_loss=on_loss)
@@ -142,13 +144,14 @@ class StarMethod(BaseTrainMethod):
                                loss=rec.losses[-1] if rec.losses else None,
                                metrics={"kept": float(rec.kept), "progress": r / self.rounds})
             ctx.report(event)
-            events.append(event)
+            rec.events.append(event)
             state.rounds.append(rec)
             tmp = state_file.with_suffix(".tmp")
             tmp.write_text(state.model_dump_json(indent=2))
             tmp.replace(state_file)  # the round is a checkpoint once this lands
         return TrainResult(checkpoint=ckpt, gguf=gguf,
-                           events=events, samples=samples, seconds=prior + time.monotonic() - start,
+                           events=[e for x in state.rounds for e in x.events], samples=samples,
+                           seconds=prior + time.monotonic() - start,
                            stopped_by=stopped,
                            extra={"rounds": [r.model_dump(mode="json") for r in state.rounds]})
 
