@@ -33,6 +33,21 @@ async def test_chat_completion_with_usage_and_finish_reason(llama_server: str) -
     await model.aclose()
 
 
+async def test_a_history_of_tool_calls_without_text_is_answered(llama_server: str) -> None:
+    # An assistant turn that only called a tool has content None; sent as null, this server
+    # answered 500 (its request type wants a string), so a native-tools episode died at turn 2.
+    from sharpen.core.messages import ToolCall
+
+    history = [*MESSAGES,
+               Message(role="assistant", content=None,
+                       tool_calls=[ToolCall(id="c1", name="submit", arguments={"code": "x"})]),
+               Message(role="tool", tool_call_id="c1", content="1 test failed")]
+    model = OpenAIModel(base_url=llama_server, tools=False)
+    c = await model.complete(history, params={"temperature": 0, "max_tokens": 4})
+    await model.aclose()
+    assert c.usage.output_tokens > 0
+
+
 async def test_logprobs_when_the_server_gives_them(llama_server: str) -> None:
     model = OpenAIModel(base_url=llama_server, logprobs=True, tools=False)
     c = await model.complete(MESSAGES, params={"temperature": 0, "max_tokens": 8})

@@ -258,7 +258,7 @@ class OpenAIModel:
         """The JSON body sent to ``/chat/completions``. ``params`` pass through unchanged
         (temperature, max_tokens, top_p, seed, stop, ...), after ``model`` and ``messages``;
         ``response_schema`` becomes ``response_format`` (see ``structured``)."""
-        body: dict[str, Any] = {"model": self.model, "messages": [m.to_openai() for m in messages]}
+        body: dict[str, Any] = {"model": self.model, "messages": [_wire(m) for m in messages]}
         if tools and self.supports_tools:
             body["tools"] = [t.to_openai() for t in tools]
             if self.tools == "auto":
@@ -455,3 +455,14 @@ def _logprobs(raw: Any) -> list[float] | None:
     if isinstance(raw.get("token_logprobs"), list):
         return [float(x) for x in raw["token_logprobs"] if x is not None]
     return None
+
+
+def _wire(message: Message) -> dict[str, Any]:
+    """``message`` as sent: an assistant message that only calls tools carries ``content: ""``
+    rather than ``null`` — the OpenAI API takes either, llama-cpp-python's server answers 500
+    to ``null`` (its request type wants a string), so a native-tools episode could not pass
+    its first turn there."""
+    out = message.to_openai()
+    if out["content"] is None and message.role == "assistant":
+        out["content"] = ""
+    return out
