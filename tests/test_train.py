@@ -43,6 +43,17 @@ class LeakyMethod(BaseTrainMethod):
         raise AssertionError("the guard let a test task through")
 
 
+class ScoreHeadMethod(BaseTrainMethod):
+    """A trainer whose result is no chat model (as a reward model's): a checkpoint folder
+    with weights, ``policy=False``."""
+
+    async def train(self, ctx: TrainContext) -> TrainResult:
+        out = ctx.workdir / "rm"
+        out.mkdir()
+        (out / "model.safetensors").write_bytes(b"a scalar head")
+        return TrainResult(checkpoint=out, policy=False, extra={"val_accuracy": 0.5})
+
+
 def _tasks(split: str, n: int) -> list[TaskSpec]:
     return REGISTRY.create("env", DEMO_ENV).list_tasks(split=split, limit=n, seed=0)[:n]
 
@@ -66,6 +77,20 @@ def test_a_method_that_asks_for_a_test_task_is_refused_and_nothing_of_it_is_reco
     state = TrainState.model_validate_json((folder / "state.json").read_text())
     assert state.seen_tasks == []  # refused: it never reached the method
     assert store.list_runs(None) == []
+
+
+def test_a_result_that_is_no_chat_model_gets_no_gguf_and_no_verdict(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    start = tmp_path / "start"
+    start.mkdir()
+    (start / "model.safetensors").write_bytes(b"start weights")
+    report = asyncio.run(train(PluginRef(name=f"{__file__}:ScoreHeadMethod"), DEMO_ENV, DEMO_SPEC,
+                               store, folder=tmp_path / "t", train=2, val=1, test=2,
+                               base=(start, tmp_path / "never-read.gguf")))
+    assert report.verdict is None and report.lineage.gguf is None and report.command == ""
+    assert report.lineage.checkpoint_hash != report.lineage.base_hash
+    assert "no base-vs-trained verdict" in report.verdict_text
+    assert store.list_runs(None) == [] and not list(report.folder.glob("*.gguf"))
 
 
 async def test_star_stops_at_its_sample_budget_before_sampling_more(tmp_path: Path) -> None:

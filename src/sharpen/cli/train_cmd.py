@@ -151,14 +151,16 @@ def train(
     v = report.verdict
     console.print(f"[bold]held-out verdict:[/] {report.verdict_text}", highlight=False,
                   soft_wrap=True)
-    console.print(f"tokens per task: base {v.base_tokens_per_task:.0f}, trained "
-                  f"{v.trained_tokens_per_task:.0f}; lineage: base {report.lineage.base_hash} → "
-                  f"checkpoint {report.lineage.checkpoint_hash} → {report.lineage.gguf}",
-                  highlight=False, markup=False, soft_wrap=True)
+    if v is not None:
+        console.print(f"tokens per task: base {v.base_tokens_per_task:.0f}, trained "
+                      f"{v.trained_tokens_per_task:.0f}; lineage: base {report.lineage.base_hash} "
+                      f"→ checkpoint {report.lineage.checkpoint_hash} → {report.lineage.gguf}",
+                      highlight=False, markup=False, soft_wrap=True)
     if plots:
         console.print(f"curves: {', '.join(map(str, plots))}", highlight=False, markup=False)
-    console.print(f"run the trained model: {report.command}", highlight=False, markup=False,
-                  soft_wrap=True)
+    if report.command:
+        console.print(f"run the trained model: {report.command}", highlight=False, markup=False,
+                      soft_wrap=True)
     if json_out:
         print(json.dumps({"train": report.model_dump(mode="json"),
                           "plots": [str(p) for p in plots]}, indent=2))

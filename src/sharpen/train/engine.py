@@ -10,10 +10,12 @@
    at ``model_path``, through ``check_tasks`` — which the engine instruments: every task a
    method asked for is recorded in the folder's ``state.json`` (``seen_tasks``), so a test can
    show the test split never reached it.
-4. The GGUF of the trained checkpoint, its lineage (base model hash → checkpoint hash →
+4. The GGUF of the trained checkpoint (none for a reward model: ``TrainResult.policy``), its
+   lineage (base model hash → checkpoint hash →
    GGUF path) in ``result.json`` and in the labels of the test runs.
 5. The held-out verdict (:mod:`sharpen.train.verdict`): base vs trained on the test tasks with
-   the same seeds, outside every budget.
+   the same seeds, outside every budget (for a chat model; a reward model's own held-out
+   measure is the method's, in ``TrainResult.extra``).
 
 The folder, ``train/<training id>/`` next to a SQLite store (else ``.sharpen/train``)::
 
@@ -85,7 +87,8 @@ class Lineage(BaseModel):
     checkpoint: str
     checkpoint_hash: str
     """Content hash of the trained checkpoint's ``model.safetensors``."""
-    gguf: str
+    gguf: str | None
+    """``None`` for a checkpoint that is no chat model (a reward model)."""
 
 
 class TrainState(BaseModel):
@@ -104,12 +107,15 @@ class TrainReport(BaseModel):
     folder: Path
     result: TrainResult
     lineage: Lineage
-    verdict: Verdict
+    verdict: Verdict | None
+    """``None`` when the method trained no chat model (``TrainResult.policy`` false: a reward
+    model, whose own held-out measure is in ``result.extra``)."""
     verdict_text: str
     seen_tasks: list[str]
     test_tasks: list[str]
     command: str
-    """How to run the trained model: ``sharpen run ENV --model local --model-arg ...``."""
+    """How to run the trained model: ``sharpen run ENV --model local --model-arg ...`` (empty
+    for a checkpoint that is no chat model)."""
 
 
 def trainings_base(store_url: str) -> Path:
@@ -254,22 +260,28 @@ class Training:
         result = await method.train(ctx)
         self.on_line(f"{c.method.name} stopped ({result.stopped_by}) after "
                      f"{time.monotonic() - started:.0f} s in this session")
-        trained_gguf = result.gguf or self._write_gguf(result.checkpoint, gguf)
+        trained_gguf = ((result.gguf or self._write_gguf(result.checkpoint, gguf))
+                        if result.policy else None)
         lineage = Lineage(base_model=str(self._source_gguf()),
                           base_hash=file_hash(ckpt / "model.safetensors"),
                           checkpoint=str(result.checkpoint),
                           checkpoint_hash=file_hash(result.checkpoint / "model.safetensors"),
-                          gguf=str(trained_gguf))
-        self.on_line(f"scoring base and trained on {len(split['test'])} held-out test tasks")
-        verdict = await held_out(
-            self.store, c.env, c.spec, split["test"], base_gguf=gguf, trained_gguf=trained_gguf,
-            seed=c.seed, labels={"train": self.id, "base_hash": lineage.base_hash,
-                                 "checkpoint_hash": lineage.checkpoint_hash})
+                          gguf=None if trained_gguf is None else str(trained_gguf))
+        verdict, text, command = None, (
+            f"no base-vs-trained verdict: {c.method.name} trains no chat model (its checkpoint "
+            f"{result.checkpoint}; its own held-out measure is in the result's extra)"), ""
+        if trained_gguf is not None:
+            self.on_line(f"scoring base and trained on {len(split['test'])} held-out test tasks")
+            verdict = await held_out(
+                self.store, c.env, c.spec, split["test"], base_gguf=gguf, trained_gguf=trained_gguf,
+                seed=c.seed, labels={"train": self.id, "base_hash": lineage.base_hash,
+                                     "checkpoint_hash": lineage.checkpoint_hash})
+            text = verdict_text(verdict)
+            command = f"sharpen run {c.env.name} --model local --model-arg model_path={trained_gguf}"
         report = TrainReport(
             train_id=self.id, config=c, folder=self.folder, result=result, lineage=lineage,
-            verdict=verdict, verdict_text=verdict_text(verdict), seen_tasks=self.state.seen_tasks,
-            test_tasks=[t.id for t in split["test"]],
-            command=f"sharpen run {c.env.name} --model local --model-arg model_path={trained_gguf}")
+            verdict=verdict, verdict_text=text, seen_tasks=self.state.seen_tasks,
+            test_tasks=[t.id for t in split["test"]], command=command)
         (self.folder / RESULT_FILE).write_text(report.model_dump_json(indent=2))
         return report
 
