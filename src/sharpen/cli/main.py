@@ -30,7 +30,8 @@ COMMANDS: tuple[LazyCommand, ...] = (
                 "examples, preference pairs, RL groups) filtered by outcome and feedback."),
     LazyCommand("import", "sharpen.cli.import_cmd", "app",
                 "Import other tools' logs as runs: Inspect AI's .eval and .json logs (one run per "
-                "log, one trajectory per sample and epoch), for report, compare, diagnose and view."),
+                "log, one trajectory per sample and epoch), OpenTelemetry spans from an OTLP/JSON "
+                "file or a Phoenix project, for report, compare, diagnose and view."),
     LazyCommand("train", "sharpen.cli.train_cmd", "train",
                 "Train the agent's model on an environment's train tasks with a method (star, "
                 "rerest, grpo, dpo, reward-model); report base vs trained on held-out test tasks."),
