@@ -272,7 +272,7 @@ def report(cells: dict[str, dict[str, Any]], write_ms: float, tokens: float, loa
         f"- the model: {need * tokens:,.0f} tokens/s across its endpoints.",
         "",
         f"First bottleneck: **{first}**, at {limits[first]:.0f} episodes/s — "
-        f"{limits[first] / per_node:.0f} nodes like this one"
+        f"{limits[first] / per_node:.1f} nodes like this one"
         + (" (below 100)." if limits[first] < need else " (above 100: the model endpoints "
            "are the limit before the driver or the store)."),
         "",
