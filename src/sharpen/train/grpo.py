@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from sharpen.core.errors import UserError
-from sharpen.train.hf import LoraSpec, load_model, load_tokenizer, save_checkpoint, trl_args
+from sharpen.train.hf import (
+    LoraSpec,
+    fit,
+    last_checkpoint,
+    load_model,
+    load_tokenizer,
+    save_checkpoint,
+    trl_args,
+)
 from sharpen.train.method import BaseTrainMethod, StopReason, TrainContext, TrainEvent, TrainResult
 from sharpen.train.rewards import VerifierReward, prompts, training_agent
 
@@ -71,7 +79,6 @@ class GrpoMethod(BaseTrainMethod):
 
     async def train(self, ctx: TrainContext) -> TrainResult:
         from datasets import Dataset  # type: ignore[import-untyped]
-        from transformers.trainer_utils import get_last_checkpoint
         from trl import GRPOConfig, GRPOTrainer
 
         from sharpen.train.echo import EchoGRPOTrainer
@@ -89,8 +96,7 @@ class GrpoMethod(BaseTrainMethod):
         dataset = Dataset.from_list([{"prompt": p.messages, "task_index": i}
                                      for i, p in enumerate(rows)])
         ctx.workdir.mkdir(parents=True, exist_ok=True)
-        last = get_last_checkpoint(str(ctx.workdir / "trainer")) if ctx.resume and (
-            ctx.workdir / "trainer").is_dir() else None
+        last = last_checkpoint(ctx.workdir / "trainer") if ctx.resume else None
         curve = Curve(ctx, reward, resumed_at=_step_of(last) if last else None)
         trainer_cls = GRPOTrainer if self.echo is None else EchoGRPOTrainer
         extra: dict[str, Any] = {} if self.echo is None else {"echo": self.echo}
@@ -100,7 +106,7 @@ class GrpoMethod(BaseTrainMethod):
             args=GRPOConfig(**self.config(ctx)), train_dataset=dataset,
             processing_class=tokenizer, callbacks=[curve.callback()], **extra)
         started = time.monotonic()
-        await asyncio.to_thread(trainer.train, resume_from_checkpoint=last)
+        await asyncio.to_thread(fit, trainer, last)
         train_seconds = time.monotonic() - started
         checkpoint = save_checkpoint(trainer.model, tokenizer, ctx.workdir / "checkpoint")
         from sharpen.train.checkpoint import write_gguf
@@ -197,7 +203,7 @@ def _eos_ids(tokenizer: Any) -> set[int]:
     return {i for i in ids if isinstance(i, int)}
 
 
-def _step_of(checkpoint: str) -> int:
+def _step_of(checkpoint: str | Path) -> int:
     """The global step of a TRL checkpoint folder (``checkpoint-12`` → 12)."""
     state = Path(checkpoint) / "trainer_state.json"
     if state.is_file():

@@ -104,6 +104,29 @@ def save_checkpoint(model: Any, tokenizer: Any, out: str | Path) -> Path:
     return out
 
 
+def last_checkpoint(output_dir: str | Path) -> Path | None:
+    """The newest ``checkpoint-N`` folder a trainer saved under ``output_dir`` (the resume
+    point), ``None`` when there is none (or no folder yet)."""
+    if not Path(output_dir).is_dir():
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    found = get_last_checkpoint(str(output_dir))
+    return Path(found) if found else None
+
+
+def fit(trainer: Any, resume_from: str | Path | None = None) -> int:
+    """Run a ``transformers`` / TRL trainer, from the checkpoint ``resume_from`` when given, and
+    return the global step it reached. Its ``PrinterCallback`` is removed first: with
+    ``disable_tqdm`` (:func:`trl_args`) transformers prints every log line to stdout, which
+    ``--json`` keeps for the JSON alone; methods report through ``ctx.report`` instead."""
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    return int(trainer.state.global_step)
+
+
 def trl_args(device: str, output_dir: str | Path, seed: int, **overrides: Any) -> dict[str, Any]:
     """The keyword arguments every TRL config of a sharpen method shares: no reporting to
     outside services, the CPU when the device is one, a seed, a step log; ``overrides`` (the

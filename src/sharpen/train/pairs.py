@@ -96,12 +96,6 @@ def dataset_rows(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             for x in lines]
 
 
-def last_trl_checkpoint(output_dir: Path) -> Path | None:
-    """The newest ``checkpoint-N`` folder TRL saved under ``output_dir`` (the resume point)."""
-    found = [p for p in output_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-    return max(found, key=lambda p: int(p.name.split("-")[-1]), default=None)
-
-
 class State:
     """A method's small JSON state in its workdir (``state.json``): what a resumed session
     needs to know about the sessions before it (seconds spent, samples, the pair counts)."""

@@ -29,14 +29,21 @@ from typing import Any
 
 from sharpen.core.errors import UserError
 from sharpen.stats.intervals import Interval, wilson
-from sharpen.train.hf import LoraSpec, load_model, load_tokenizer, save_checkpoint, trl_args
+from sharpen.train.hf import (
+    LoraSpec,
+    fit,
+    last_checkpoint,
+    load_model,
+    load_tokenizer,
+    save_checkpoint,
+    trl_args,
+)
 from sharpen.train.method import BaseTrainMethod, StopReason, TrainContext, TrainEvent, TrainResult
 from sharpen.train.pairs import (
     State,
     capped,
     check_pair_source,
     dataset_rows,
-    last_trl_checkpoint,
     sample_pairs,
     trainer_callback,
 )
@@ -160,7 +167,6 @@ class RewardModelMethod(BaseTrainMethod):
              events: list[TrainEvent], started: float, before: float,
              samples: int) -> tuple[int, list[StopReason]]:
         from datasets import Dataset  # type: ignore[import-untyped]
-        from transformers import PrinterCallback
         from trl import RewardConfig, RewardTrainer
 
         tokenizer = load_tokenizer(ctx.base_checkpoint)
@@ -176,8 +182,6 @@ class RewardModelMethod(BaseTrainMethod):
             **ctx.trainer_args))
         trainer = RewardTrainer(model=model, args=config, train_dataset=Dataset.from_list(rows),
                                 processing_class=tokenizer, callbacks=[callback])
-        trainer.remove_callback(PrinterCallback)  # steps go to ctx.report, never to stdout
-        resume = last_trl_checkpoint(out) if ctx.resume else None
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        steps = fit(trainer, last_checkpoint(out) if ctx.resume else None)
         save_checkpoint(trainer.model, tokenizer, final)
-        return int(trainer.state.global_step), stopped
+        return steps, stopped

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sharpen.core.errors import UserError
-from sharpen.train.hf import LoraSpec, load_model, load_tokenizer, save_checkpoint, trl_args
+from sharpen.train.hf import LoraSpec, fit, load_model, load_tokenizer, save_checkpoint, trl_args
 
 
 class SftSettings(BaseModel):
@@ -58,7 +58,7 @@ def fine_tune(checkpoint: Path, lines: Sequence[dict[str, Any]], out: Path, *, d
     """Fine-tune ``checkpoint`` on ``lines`` and save the result (plain weights) to ``out``;
     returns the loss of every logged step. ``trainer_args`` override any TRL setting."""
     from datasets import Dataset  # type: ignore[import-untyped]
-    from transformers import PrinterCallback, TrainerCallback
+    from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
     if not lines:
@@ -82,7 +82,6 @@ def fine_tune(checkpoint: Path, lines: Sequence[dict[str, Any]], out: Path, *, d
     trainer = SFTTrainer(model=load_model(checkpoint, device, lora), args=config,
                          train_dataset=Dataset.from_list([prompt_completion(x) for x in lines]),
                          processing_class=tokenizer, callbacks=[Losses()])
-    trainer.remove_callback(PrinterCallback)  # losses go to on_loss, never to stdout
-    trainer.train()
+    fit(trainer)  # losses go to on_loss, never to stdout
     save_checkpoint(trainer.model, tokenizer, out)
     return losses
