@@ -2,7 +2,9 @@
 stored runs of the embedded model — its text-protocol replies, and native tool calls through
 llama-cpp-python's OpenAI-compatible server — decoding the loss-masked tokens gives back
 exactly the assistant text, the environment mask exactly the observations, and all the ids
-exactly the conversation the chat template renders."""
+exactly the conversation the chat template renders; a run of the embedded model with
+``logprobs=true`` keeps them on its steps (also through a record/replay cassette) and the
+export puts them on exactly the reply tokens they score."""
 
 from __future__ import annotations
 
@@ -13,17 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from conftest import sharpen
 from servers import start_llama_server, stop_server
 
 from sharpen.core.agent_spec import AgentSpec, Limits
 from sharpen.core.messages import Message, ToolCall
 from sharpen.core.registry import REGISTRY, PluginRef
+from sharpen.core.trajectory import TokenLogprobs
 from sharpen.envs.base import ENV
 from sharpen.runner import RunConfig, Runner
 from sharpen.store import Store
 from sharpen.train import export
-from sharpen.train.tokens import embedded_tokenizer, tokenize_messages
+from sharpen.train.tokens import embedded_tokenizer, step_logprobs, tokenize_messages
 
 pytest.importorskip("transformers")
 
@@ -87,7 +91,7 @@ def test_text_protocol_replies_round_trip_through_the_cli(recorded_code_run: tup
     assert len(lines) == len(trajectories) >= 40 and f"wrote {len(lines)} trajectories" in res.stderr
     multi_turn = 0
     for line in lines:
-        assert line["logprobs"] is None and line["meta"]["tokenizer"] == "embedded"  # no step stores logprobs
+        assert line["logprobs"] is None and line["meta"]["tokenizer"] == "embedded"  # none recorded
         t = trajectories[line["meta"]["trajectory_id"]]
         _check_round_trip(line, t.messages, tok)
         multi_turn += sum(line["env_mask"]) > 0
@@ -171,3 +175,86 @@ def test_an_unknown_tokenizer_is_a_user_error(tmp_path: Path) -> None:
 
     with pytest.raises(UserError, match="neither a gguf file nor a checkpoint folder"):
         load_tokenizer(str(tmp_path / "missing"))
+
+
+TINY_AGENT = {"name": "tiny", "model": {"name": "local"}, "params": {"temperature": 0.0, "max_tokens": 24},
+              "components": {"instructions": "Answer with the complete function in one ```python block."},
+              "limits": {"max_steps": 2, "max_tokens": 4000, "max_seconds": 120}}
+CODE_RUN = ["run", "code", "-E", "source=generated", "-E", "difficulty=easy", "-E", "max_submissions=2",
+            "--seed", "0", "--json"]
+
+
+def _run(tmp_path: Path, store: str, *args: str) -> str:
+    """A run of the tiny agent on generated code tasks through the CLI; its id."""
+    res = sharpen(*CODE_RUN, "--agent", str(tmp_path / "tiny.yaml"), *args, "--store", store, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    return str(json.loads(res.stdout)["run"]["id"])
+
+
+@pytest.mark.slow  # the embedded model, loaded with logits_all
+def test_a_run_with_logprobs_stores_them_and_the_export_places_them(tok: Any, tmp_path: Path) -> None:
+    """``--model-arg logprobs=true``: every step of the embedded model stores one logprob (≤ 0)
+    and token text per generated token (the texts join to the reply); the tokens export puts
+    each reply's on that reply's tokens — as many floats as the step stored — and nothing
+    elsewhere. The same through a record/replay cassette: recorded, then replayed alike."""
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY_AGENT))
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    run_id = _run(tmp_path, url, "--tasks", "2", "--model", "local", "--model-arg", "logprobs=true")
+    store = Store(url)
+    trajectories = {t.id: t for t in store.iter_trajectories(run_id)}
+    steps = [s for t in trajectories.values() for s in t.steps]
+    assert len(trajectories) == 2 and len(steps) >= 2
+    for s in steps:
+        lp = s.logprobs
+        assert lp is not None and lp.tokens is not None and len(lp.tokens) == len(lp.logprobs) > 0
+        assert all(v <= 0 for v in lp.logprobs) and min(lp.logprobs) < 0
+        assert "".join(lp.tokens) == s.messages[0].content  # the reply, token by token
+    assert not any(s.logprobs for t in store.iter_trajectories(run_id, with_messages=False) for s in t.steps)
+
+    lines, count = export(store, [run_id], "tokens", tokenizer=tok)
+    lines = list(lines)
+    assert count.written == 2 and count.unaligned == 0
+    for line in lines:
+        t = trajectories[line["meta"]["trajectory_id"]]
+        _check_round_trip(line, t.messages, tok)
+        ids, logprobs, loss = line["input_ids"], line["logprobs"], line["loss_mask"]
+        assert logprobs is not None and len(logprobs) == len(ids)
+        assert all((v is None) or (m == 1 and v <= 0) for v, m in zip(logprobs, loss, strict=True))
+        replies = [seg for seg in line["segments"] if seg["kind"] == "assistant"]
+        stored = step_logprobs(t, t.messages)
+        assert len(replies) == len(stored) == len(t.steps)
+        for seg, lp in zip(replies, stored, strict=True):
+            assert lp is not None
+            assert logprobs[seg["start"]:seg["end"]] == [*lp.logprobs, None]  # the end-of-turn: none given
+
+    cassette = tmp_path / "lp.jsonl"
+    inner = "inner={name: local, args: {logprobs: true}}"
+    recorded = _run(tmp_path, url, "--tasks", "1", "--model", "replay", "--model-arg", f"cassette={cassette}",
+                    "--model-arg", "mode=record", "--model-arg", inner)
+    replayed = _run(tmp_path, url, "--tasks", "1", "--model", "replay", "--model-arg", f"cassette={cassette}")
+    kept = [[s.logprobs for t in store.iter_trajectories(r) for s in t.steps] for r in (recorded, replayed)]
+    assert kept[0] == kept[1] and all(lp is not None and lp.logprobs for lp in kept[0])
+
+
+def test_logprobs_that_do_not_align_are_left_out_and_counted(tok: Any) -> None:
+    """A step's logprobs whose token texts or ids are not the tokenizer's, or whose count
+    differs, are never shifted onto the reply's tokens: that reply gets none, and it is
+    counted; aligned ones are placed."""
+    reply = "def f(x):\n    return x"
+    ids = tok(reply, add_special_tokens=False)["input_ids"]
+    texts = [tok.decode([i]) for i in ids]
+    messages = [Message(role="user", content="Go."), Message(role="assistant", content=reply),
+                Message(role="user", content="Again."), Message(role="assistant", content=reply)]
+    good = TokenLogprobs(logprobs=[-0.25] * len(ids), tokens=texts)
+    for bad in (TokenLogprobs(logprobs=[-0.25] * len(ids), tokens=[*texts[1:], texts[0]]),  # same count
+                TokenLogprobs(logprobs=[-0.25] * len(ids), token_ids=[*ids[:-1], ids[-1] + 1]),
+                TokenLogprobs(logprobs=[-0.25] * (len(ids) + 2), tokens=[*texts, "x", "y"]),
+                [-0.25] * (len(ids) - 1)):
+        r = tokenize_messages(messages, tok, reply_logprobs=[bad, good])
+        first, second = (seg for seg in r.segments if seg.kind == "assistant")
+        assert r.unaligned == 1 and r.logprobs is not None
+        assert r.logprobs[first.start:first.end] == [None] * (first.end - first.start)
+        assert r.logprobs[second.start:second.end] == [-0.25] * len(ids) + [None]
+        assert tokenize_messages(messages, tok, reply_logprobs=[bad, None]).logprobs is None
+    with_ids = TokenLogprobs(logprobs=[-0.5] * len(ids), token_ids=ids)
+    assert tokenize_messages(messages, tok, reply_logprobs=[with_ids, None]).unaligned == 0

@@ -44,7 +44,7 @@ from sharpen.core.errors import InfraError, UserError
 from sharpen.core.messages import Message, Role, ToolCall, ToolSpec
 from sharpen.core.trajectory import Action, Step, Trajectory
 from sharpen.envs.base import Environment
-from sharpen.models.base import ChatModel, Completion, FinishReason, call_info
+from sharpen.models.base import ChatModel, Completion, FinishReason, call_info, call_logprobs
 
 PARAMS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 """Sampling params taken from a request (``max_completion_tokens`` is read as ``max_tokens``)."""
@@ -236,7 +236,9 @@ class Bridge:
     def _record(self, messages: list[Message], reply: Message, completion: Completion) -> Step:
         traj = self.trajectory
         step = Step(index=len(traj.steps), messages=[reply], usage=completion.usage,
-                    model_seconds=completion.latency_s, info=call_info(completion))
+                    model_seconds=completion.latency_s, info=call_info(completion),
+                    # the logprobs are the model's text's: not of a reply rewritten as a call
+                    logprobs=call_logprobs(completion) if reply is completion.message else None)
         traj.steps.append(step)
         traj.usage = traj.usage + completion.usage
         traj.messages = [*messages, reply]  # the agent's own view of the conversation

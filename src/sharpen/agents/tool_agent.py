@@ -30,7 +30,7 @@ from sharpen.core.messages import Message, ToolSpec
 from sharpen.core.registry import register
 from sharpen.core.trajectory import Action, Step, Trajectory
 from sharpen.envs.base import Environment
-from sharpen.models.base import ChatModel, Completion, call_info, complete_with
+from sharpen.models.base import ChatModel, Completion, call_info, call_logprobs, complete_with
 from sharpen.models.structured import ResponseSchema, StructuredOutputError, structured_output
 
 Protocol = Literal["auto", "native", "text"]
@@ -123,7 +123,8 @@ class ToolAgent(BaseAgent):
             )
             trajectory.usage = trajectory.usage + completion.usage
             step = Step(index=index, messages=[], usage=completion.usage,
-                        model_seconds=completion.latency_s, info=call_info(completion))
+                        model_seconds=completion.latency_s, info=call_info(completion),
+                        logprobs=call_logprobs(completion))
             reply = completion.message
             step.messages.append(reply)
             if schema is not None:

@@ -28,7 +28,7 @@ from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.messages import Message
 from sharpen.core.trajectory import TRIAL, TRIAL_PROMPT, Step, Trajectory
 from sharpen.envs.base import Environment
-from sharpen.models.base import ChatModel, Completion, call_info
+from sharpen.models.base import ChatModel, Completion, call_info, call_logprobs
 
 
 def retry_params(spec: AgentSpec, temperature: float | None) -> dict[str, Any]:
@@ -73,7 +73,8 @@ def record_call(trajectory: Trajectory, ask: list[Message], completion: Completi
     index = len(trajectory.steps)
     trajectory.steps.append(Step(
         index=index, messages=[*ask, completion.message], usage=completion.usage,
-        model_seconds=completion.latency_s, info={**call_info(completion), **info}))
+        model_seconds=completion.latency_s, info={**call_info(completion), **info},
+        logprobs=call_logprobs(completion)))
     trajectory.usage = trajectory.usage + completion.usage
     return index
 

@@ -247,6 +247,11 @@ def export(
     if count.kept_test and split != "test" and format != "jsonl":
         err.print(f"warning: {count.kept_test} of the {count.kept} kept trajectories are on test-split "
                   "tasks; training on them leaks the tasks held-out evaluations score — add --split train")
+    if count.unaligned:
+        n = count.unaligned
+        err.print(f"note: the stored logprobs of {n} repl{'y' if n == 1 else 'ies'} "
+                  "did not align with the tokenizer's tokens of them (another tokenization or tokenizer): "
+                  "left null there")
 
 
 def _export_inspect(runs: list[str], output: Path | None, store: str | None, *, filtered: bool) -> None:

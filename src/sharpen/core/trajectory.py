@@ -23,6 +23,22 @@ class Action(BaseModel):
     """Arguments, validated by the environment."""
 
 
+class TokenLogprobs(BaseModel):
+    """The backend's per-token log-probabilities of one reply, as the model sampled it: what a
+    trainer needs of the policy that acted (importance ratios, KL to the behaviour policy).
+    ``tokens`` (the tokens' texts) and ``token_ids``, when the backend gives them, are what
+    lets an exporter check that the logprobs align with its own tokenization of the reply
+    (:mod:`sharpen.train.tokens`); each is as long as ``logprobs``."""
+
+    logprobs: list[float]
+    """One log-probability (≤ 0) per generated token, in order."""
+    tokens: list[str] | None = None
+    """The text of each token, when the backend gives it (llama.cpp and OpenAI-style servers
+    do)."""
+    token_ids: list[int] | None = None
+    """The id of each token, when the backend gives it."""
+
+
 class Step(BaseModel):
     """One agent turn: the model's message, the parsed action and the environment's answer."""
 
@@ -50,6 +66,10 @@ class Step(BaseModel):
     """Wall time spent in the environment."""
     info: dict[str, Any] = Field(default_factory=dict)
     """Extra environment info (e.g. test results)."""
+    logprobs: TokenLogprobs | None = None
+    """The per-token logprobs of the step's reply (its last assistant message), when the
+    model was asked for them (``logprobs=true`` on ``local`` or ``openai``) and gave them;
+    ``None`` otherwise, and for every step stored before they were kept."""
 
 
 def _now() -> datetime:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from sharpen.core.messages import Message, ToolSpec, Usage
 from sharpen.core.registry import Kind
+from sharpen.core.trajectory import TokenLogprobs
 
 if TYPE_CHECKING:
     from sharpen.models.structured import ResponseSchema, StructuredOutput
@@ -32,6 +33,8 @@ class Completion(BaseModel):
     """Per-token logprobs of the reply, when requested and available."""
     token_ids: list[int] | None = None
     """Token ids of the reply, when available."""
+    tokens: list[str] | None = None
+    """The text of each token ``logprobs`` scores, when the backend gives it."""
     latency_s: float = 0.0
     """Wall time of the call."""
     route: str | None = None
@@ -53,6 +56,19 @@ def call_info(completion: Completion) -> dict[str, Any]:
     if completion.route is None and not completion.info:
         return {}
     return {**completion.info, **({ROUTE: completion.route} if completion.route else {})}
+
+
+def call_logprobs(completion: Completion) -> TokenLogprobs | None:
+    """What a step keeps of the reply's per-token logprobs (``Step.logprobs``): ``None`` when
+    the backend gave none; token texts and ids only when each is as long as the logprobs
+    (else they could not say which logprob is which token's)."""
+    values = completion.logprobs
+    if values is None:
+        return None
+    tokens, ids = completion.tokens, completion.token_ids
+    return TokenLogprobs(logprobs=values,
+                         tokens=tokens if tokens is not None and len(tokens) == len(values) else None,
+                         token_ids=ids if ids is not None and len(ids) == len(values) else None)
 
 
 @runtime_checkable

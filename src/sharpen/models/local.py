@@ -159,13 +159,14 @@ class _Shared:
                 self.memo.popitem(last=False)
 
 
-_LOADED: dict[tuple[str, int], _Shared] = {}
+_LOADED: dict[tuple[str, int, bool], _Shared] = {}
 _LOAD_LOCK = threading.Lock()
 
 
-def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> _Shared:
-    """The process-wide Llama for ``(path, n_ctx)``, loaded on first use."""
-    key = (str(path), n_ctx)
+def _load(path: Path, n_ctx: int, n_threads: int, seed: int, logits_all: bool = False) -> _Shared:
+    """The process-wide Llama for ``(path, n_ctx, logits_all)``, loaded on first use
+    (``logits_all``: keep every position's logits, which logprobs need; see :class:`LocalModel`)."""
+    key = (str(path), n_ctx, logits_all)
     with _LOAD_LOCK:
         shared = _LOADED.get(key)
         if shared is None:
@@ -179,7 +180,7 @@ def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> _Shared:
                 model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False,
                 # not llama-cpp-python's default (every CPU): prompts on all cores of a busy
                 # machine spin as generation does (benchmarks/local_model_threads.py)
-                n_threads_batch=n_threads,
+                n_threads_batch=n_threads, logits_all=logits_all,
             )
             if not _LOADED:
                 atexit.register(_close_all)
@@ -217,6 +218,15 @@ def _to_chat(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
+def _token_logprobs(raw: Any) -> tuple[list[float] | None, list[str] | None]:
+    """(logprobs, token texts) of a chat completion's ``choices[0].logprobs``
+    (``content[].logprob`` and ``.token``); ``(None, None)`` when it has none."""
+    content = raw.get("content") if isinstance(raw, dict) else None
+    if not isinstance(content, list):
+        return None, None
+    return [float(t["logprob"]) for t in content], [str(t.get("token", "")) for t in content]
+
+
 def _count_prompt(shared: _Shared, chat: list[dict[str, Any]]) -> int:
     """Prompt tokens of ``chat`` under the model's template (approximate: content only)."""
     with shared.thread_lock:
@@ -251,6 +261,16 @@ class LocalModel:
     scratch would remove that at about 1.5× the time per call. Callers that want different
     samples for the same request (epochs at temperature > 0) must pass different ``seed``
     params.
+
+    ``logprobs=True`` returns each reply's per-token logprobs and token texts
+    (``Completion.logprobs``, ``Completion.tokens``; the agents keep them in ``Step.logprobs``).
+    llama-cpp-python gives them only from a Llama built with ``logits_all=True``, which keeps
+    the logits of every position (an ``n_ctx × vocabulary`` float32 array: 2048 × 49,152 × 4
+    bytes = 403 MB at the default ``n_ctx``, beside llama.cpp's own buffer for them) and sorts
+    the vocabulary for every generated token, so it costs memory and time per token
+    (``benchmarks/local_model_logprobs.py`` measures both). That Llama is loaded apart from
+    the one without logprobs. The logprobs are of the model's raw distribution (llama.cpp's
+    logits: temperature 1, before a grammar or top-k/top-p).
     """
 
     supports_tools = False
@@ -263,16 +283,19 @@ class LocalModel:
         n_threads: int | None = None,
         seed: int = 0,
         name: str = DEFAULT_NAME,
+        logprobs: bool = False,
     ) -> None:
-        """``model_path`` defaults to :func:`gguf_path`; the model loads on first call."""
+        """``model_path`` defaults to :func:`gguf_path`; the model loads on first call.
+        ``logprobs``: return each reply's per-token logprobs (see the class docstring)."""
         self.model_path = Path(model_path).expanduser().resolve() if model_path else gguf_path()
         self.n_ctx = n_ctx
         self.n_threads = n_threads or default_threads()
         self.seed = seed
         self.name = name
+        self.logprobs = bool(logprobs)
 
     def _shared(self) -> _Shared:
-        return _load(self.model_path, self.n_ctx, self.n_threads, self.seed)
+        return _load(self.model_path, self.n_ctx, self.n_threads, self.seed, self.logprobs)
 
     @property
     def llama(self) -> Any:
@@ -288,6 +311,10 @@ class LocalModel:
                 f"the local model does not take params {', '.join(unknown)}",
                 f"use only: {', '.join(sorted(SUPPORTED_PARAMS))}",
             )
+        if self.logprobs:
+            # top_logprobs must be set: llama-cpp-python asks for none without it (0: no
+            # alternatives, only the sampled token's logprob)
+            params.update(logprobs=True, top_logprobs=0)
         return params
 
     async def complete(
@@ -307,7 +334,7 @@ class LocalModel:
         not the infrastructure's)."""
         kwargs = self._kwargs(params)
         chat = _to_chat(messages)
-        if (str(self.model_path), self.n_ctx) in _LOADED:
+        if (str(self.model_path), self.n_ctx, self.logprobs) in _LOADED:
             shared = self._shared()
         else:  # loading takes a moment; keep the event loop free
             shared = await asyncio.to_thread(self._shared)
@@ -342,11 +369,14 @@ class LocalModel:
             calls=1,
             cost_usd=None,  # tokens only: PricedModel prices them
         )
+        logprobs, tokens = _token_logprobs(choice.get("logprobs")) if self.logprobs else (None, None)
         return Completion(
             message=Message(role="assistant", content=choice["message"].get("content") or ""),
             finish_reason=finish,
             usage=usage,
             model=self.name,
+            logprobs=logprobs,
+            tokens=tokens,
             latency_s=latency,
         )
 

@@ -429,6 +429,7 @@ class OpenAIModel:
             usage=usage,
             model=str(data.get("model") or self.model),
             logprobs=_logprobs(choice.get("logprobs")) if self.logprobs else None,
+            tokens=_tokens(choice.get("logprobs")) if self.logprobs else None,
             latency_s=latency_s,
         )
 
@@ -455,6 +456,13 @@ def _logprobs(raw: Any) -> list[float] | None:
     if isinstance(raw.get("token_logprobs"), list):
         return [float(x) for x in raw["token_logprobs"] if x is not None]
     return None
+
+
+def _tokens(raw: Any) -> list[str] | None:
+    """The texts of the tokens :func:`_logprobs` scores (chat format only; else ``None``)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("content"), list):
+        return None
+    return [str(t.get("token", "")) for t in raw["content"] if t.get("logprob") is not None]
 
 
 def _wire(message: Message) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from sharpen.core.manifest import RunManifest
 from sharpen.core.messages import Message, Usage
 from sharpen.core.outcome import Outcome
 from sharpen.core.task import TaskSpec
-from sharpen.core.trajectory import Action, Step, Trajectory
+from sharpen.core.trajectory import Action, Step, TokenLogprobs, Trajectory
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
@@ -49,6 +49,7 @@ COVERED_FIELDS: dict[type, frozenset[str]] = {
             "model_seconds",
             "env_seconds",
             "info",
+            "logprobs",
         }
     ),
     Trajectory: frozenset(
@@ -286,12 +287,14 @@ def step_row(trajectory_id: str, s: Step) -> dict[str, Any]:
         "model_seconds": s.model_seconds,
         "env_seconds": s.env_seconds,
         "info": dumps(s.model_dump(mode="json", include={"info"})["info"]),
+        "logprobs": None if s.logprobs is None else s.logprobs.model_dump_json(),
     }
 
 
 def step_from_row(row: Row, messages: bool = True) -> Step:
     """The Step of a ``steps`` row; ``messages=False`` for a row read without its messages
-    (the step gets none)."""
+    and logprobs (the heavy columns: the step gets neither)."""
+    logprobs = row.get("logprobs") if messages else None
     return Step(
         index=row["index"],
         messages=_MESSAGES.validate_json(row["messages"]) if messages else [],
@@ -305,6 +308,7 @@ def step_from_row(row: Row, messages: bool = True) -> Step:
         model_seconds=row["model_seconds"],
         env_seconds=row["env_seconds"],
         info=loads(row["info"]),
+        logprobs=None if logprobs is None else TokenLogprobs.model_validate_json(logprobs),
     )
 
 

@@ -155,9 +155,10 @@ def task_of(row: Any) -> TaskSpec:
 def steps_by_trajectory(conn: Connection, ids: list[str],
                         messages: bool = True) -> dict[str, list[Step]]:
     """Steps of the given trajectories, in index order, by trajectory id; with
-    ``messages=False`` the steps' messages (the heavy column) are neither read nor set."""
+    ``messages=False`` the steps' messages and logprobs (the heavy columns) are neither read
+    nor set."""
     out: dict[str, list[Step]] = {}
-    columns = steps.c if messages else [c for c in steps.c if c.name != "messages"]
+    columns = steps.c if messages else [c for c in steps.c if c.name not in ("messages", "logprobs")]
     rows = conn.execute(
         select(*columns)
         .where(steps.c.trajectory_id.in_(ids))

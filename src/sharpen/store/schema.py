@@ -177,6 +177,7 @@ steps = Table(
     Column("model_seconds", Float, nullable=False),
     Column("env_seconds", Float, nullable=False),
     Column("info", Text, nullable=False),  # JSON
+    Column("logprobs", Text, nullable=True),  # JSON TokenLogprobs of the reply (heavy)
 )
 
 feedback = Table(

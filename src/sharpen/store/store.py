@@ -378,7 +378,7 @@ class Store:
         :meth:`save_trajectory` received, plus any later feedback. ``with_steps=False``
         leaves ``steps`` empty and, unless ``with_messages=True``, ``messages`` empty too: a
         light listing that never reads the message columns. ``with_messages=False`` with
-        steps gives steps without their messages (what a detector reads, at a fraction of
+        steps gives steps without their messages and logprobs (what a detector reads, at a fraction of
         the cost). Rows are read in batches of
         ``batch_size``, each in its own short read transaction, so memory stays flat and
         writers are never held up. An unknown run yields nothing.

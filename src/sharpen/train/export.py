@@ -22,8 +22,9 @@ Every format is one JSON object per line, in the conversational shapes TRL's tra
   advantages ``(r − mean) / std`` as GRPO uses them (all 0 when the group's rewards are equal);
 - ``tokens`` — ``{"input_ids", "loss_mask", "env_mask", "logprobs", "prompt_length",
   "segments"}``: the conversation as token ids under a tokenizer's chat template (default the
-  embedded model's), with the agent's and the environment's tokens marked
-  (:mod:`sharpen.train.tokens`).
+  embedded model's), with the agent's and the environment's tokens marked and the logprobs
+  the steps stored (a run with ``logprobs=true``) on the tokens they align with
+  (:mod:`sharpen.train.tokens`; :attr:`ExportCount.unaligned` counts the replies whose did not).
 
 The training formats end each conversation at the agent's last reply: the environment's
 final verdict (``5/5 tests passed.``) is nothing the model says, and a trainer that computes
@@ -209,6 +210,8 @@ class ExportCount:
     unpaired: int = 0
     """Judge pairs: decisive verdicts left out because the other trajectory was not kept (its
     run not exported, or filtered out) or the two prompts differ."""
+    unaligned: int = 0
+    """Tokens: replies with stored logprobs that did not align with the tokenizer's tokens."""
 
 
 @dataclass
@@ -292,9 +295,9 @@ def export(
                    "completion": ("examples", _completions),
                    "preference": ("pairs", pairs),
                    "groups": ("groups", _groups),
-                   "tokens": ("trajectories", lambda k: _tokens(k, tokenizer, label))}[fmt]
+                   "tokens": ("trajectories", lambda k: _tokens(k, tokenizer, label, count))}[fmt]
     count.unit, count.where = unit, where.describe()
-    lines = write(_kept(store, ids, where, count, finished_only=fmt != "jsonl"))
+    lines = write(_kept(store, ids, where, count, finished_only=fmt != "jsonl", steps=fmt == "tokens"))
 
     def counted() -> Iterator[dict[str, Any]]:
         for line in lines:
@@ -304,10 +307,10 @@ def export(
 
 
 def _kept(store: Store, ids: list[str], where: Where, count: ExportCount, *,
-          finished_only: bool) -> Iterator[_Kept]:
+          finished_only: bool, steps: bool = False) -> Iterator[_Kept]:
     for rid in ids:
         tools = [s.to_openai() for s in REGISTRY.create(ENV, store.get_run(rid).manifest.env).tools]
-        for t in store.iter_trajectories(rid, with_steps=False, with_messages=True):
+        for t in store.iter_trajectories(rid, with_steps=steps, with_messages=True):
             count.read += 1
             records = store.feedback_for(t.id)
             if finished_only and (t.outcome is None or not any(m.role == "assistant" for m in t.messages)):
@@ -350,12 +353,14 @@ def _completions(kept: Iterable[_Kept]) -> Iterator[dict[str, Any]]:
             yield line
 
 
-def _tokens(kept: Iterable[_Kept], tokenizer: Any, label: str) -> Iterator[dict[str, Any]]:
+def _tokens(kept: Iterable[_Kept], tokenizer: Any, label: str,
+            count: ExportCount) -> Iterator[dict[str, Any]]:
     from sharpen.train.tokens import tokenize_trajectory
 
     for k in kept:
-        line = tokenize_trajectory(k.t, tokenizer).to_json()
-        yield {**line, "meta": {**k.meta(), "tokenizer": label}}
+        tokens = tokenize_trajectory(k.t, tokenizer)  # its steps' logprobs
+        count.unaligned += tokens.unaligned
+        yield {**tokens.to_json(), "meta": {**k.meta(), "tokenizer": label}}
 
 
 def _by_prompt(kept: Iterable[_Kept]) -> list[list[_Kept]]:

@@ -15,8 +15,14 @@ and :func:`tokenize_messages` (any message list) return a :class:`TokenizedConve
   task itself (the first user message) is prompt, in neither mask. ECHO's auxiliary loss
   and TRL's tool masks read this one;
 - ``logprobs`` — per token, the log-probability the backend gave the reply's token, ``None``
-  elsewhere, or ``None`` as a whole when no reply has any (sharpen's agents do not store a
-  reply's logprobs today: pass them in as ``reply_logprobs`` when you have them);
+  elsewhere, or ``None`` as a whole when no reply has any. A stored trajectory's come from
+  its steps (``Step.logprobs``, kept when the model ran with ``logprobs=true``:
+  :func:`step_logprobs`); in memory, pass them in as ``reply_logprobs``. They are placed on
+  a reply only when they align with its tokens here: as many values as the reply's tokens
+  (with or without its end-of-turn token) and, where the backend gave them, the same token
+  texts or ids. Otherwise — a reply the model sampled in another tokenization than this one,
+  a tokenizer not the model's, a reply cut at a stop string — that reply's stay ``None``
+  and :attr:`TokenizedConversation.unaligned` counts it: never shifted onto other tokens;
 - ``segments`` — ``[role, kind, start, end)`` of every piece, so a trainer can slice
   replies or observations without re-deriving the masks; ``prompt_length`` — the tokens
   before the first reply (the prompt a GRPO rollout starts from, ending with the template's
@@ -33,8 +39,8 @@ message's content on its own — so decoding any piece gives back exactly its te
 reply's tokens after the generation prompt's own, not merged with them. It can differ from
 one pass over the whole text where a piece boundary falls inside a run of whitespace (a reply
 that starts with a newline right after the header's): a single pass would merge the two.
-And a reply the model sampled in a non-canonical tokenization gets the canonical one: no
-backend stores the sampled ids today.
+And a reply the model sampled in a non-canonical tokenization gets the canonical one (its
+logprobs then do not align, see above).
 
 Needs ``transformers`` (the ``train`` extra) only for :func:`embedded_tokenizer`; the
 functions take any tokenizer with ``apply_chat_template``, ``__call__`` and ``eos_token``.
@@ -51,7 +57,7 @@ from typing import Any, Literal
 
 from sharpen.core.errors import UserError
 from sharpen.core.messages import Message
-from sharpen.core.trajectory import Trajectory
+from sharpen.core.trajectory import TokenLogprobs, Trajectory
 from sharpen.models.local import _to_chat, gguf_path
 
 Kind = Literal["prompt", "assistant", "env", "template"]
@@ -82,6 +88,8 @@ class TokenizedConversation:
     logprobs: list[float | None] | None
     prompt_length: int
     segments: list[Segment] = field(default_factory=list)
+    unaligned: int = 0
+    """Replies whose given logprobs did not align with their tokens here (left ``None``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object of a ``tokens`` export line (without ``meta``)."""
@@ -115,32 +123,62 @@ def load_tokenizer(ref: str | PathLike[str] | None = None) -> Any:
     return checkpoint_tokenizer(Path(ref).expanduser())
 
 
+ReplyLogprobs = Sequence[float] | TokenLogprobs | None
+"""One reply's logprobs: plain values, or a step's (with the token texts or ids that check
+their alignment), or none."""
+
+
+def step_logprobs(trajectory: Trajectory, messages: Sequence[Message]) -> list[TokenLogprobs | None]:
+    """For each assistant message of ``messages`` (``trajectory``'s, or a prefix of them),
+    the logprobs its step stored (``Step.logprobs``), ``None`` where it stored none. A step's
+    reply is its last assistant message; replies and steps are paired from the end, each
+    reply with the latest unpaired step that holds an equal reply, because
+    ``trajectory.messages`` of a multi-trial agent (``reflexion``) keeps only the last
+    trial's conversation while its steps hold every trial's (and reflection calls)."""
+    replies = [m for m in messages if m.role == "assistant"]
+    out: list[TokenLogprobs | None] = [None] * len(replies)
+    steps = [s for s in trajectory.steps if any(m.role == "assistant" for m in s.messages)]
+    j = len(steps) - 1
+    for i in range(len(replies) - 1, -1, -1):
+        k = j
+        while k >= 0 and [m for m in steps[k].messages if m.role == "assistant"][-1] != replies[i]:
+            k -= 1
+        if k >= 0:  # else no step holds this reply (e.g. an agent that stores no steps)
+            out[i], j = steps[k].logprobs, k - 1
+    return out
+
+
 def tokenize_trajectory(trajectory: Trajectory, tokenizer: Any, *,
-                        reply_logprobs: Sequence[Sequence[float] | None] | None = None,
+                        reply_logprobs: Sequence[ReplyLogprobs] | None = None,
                         through_last_reply: bool = True) -> TokenizedConversation:
     """:func:`tokenize_messages` of ``trajectory.messages``, by default up to the agent's last
     reply (the environment's final verdict is nothing the model said or saw; the training
     exports end there too). ``reply_logprobs``: one entry per assistant message, as for
-    :func:`tokenize_messages`. :class:`ValueError` if the trajectory has no reply."""
+    :func:`tokenize_messages`; default: the ones its steps stored (:func:`step_logprobs`;
+    a trajectory read without its steps has none). :class:`ValueError` if the trajectory
+    has no reply."""
     messages = list(trajectory.messages)
     if through_last_reply:
         last = max((k for k, m in enumerate(messages) if m.role == "assistant"), default=-1)
         if last < 0:
             raise ValueError(f"trajectory {trajectory.id} has no assistant reply")
         messages = messages[: last + 1]
+    if reply_logprobs is None:
+        reply_logprobs = step_logprobs(trajectory, messages)
     return tokenize_messages(messages, tokenizer, reply_logprobs=reply_logprobs)
 
 
 def tokenize_messages(messages: Sequence[Message], tokenizer: Any, *,
-                      reply_logprobs: Sequence[Sequence[float] | None] | None = None,
+                      reply_logprobs: Sequence[ReplyLogprobs] | None = None,
                       ) -> TokenizedConversation:
     """Token ids, masks and segments of ``messages`` under ``tokenizer``'s chat template.
 
     ``reply_logprobs``: for each assistant message in order, the backend's per-token logprobs
-    of the reply or ``None``; a list is used only when it has one value per reply token
-    (end-of-turn token included or not — that one then gets ``None``), else that reply's
-    logprobs stay ``None``. :class:`ValueError` when the template changes a message's text
-    (then no mask could be exact)."""
+    of the reply or ``None``; they are used only when they align with the reply's tokens
+    (:func:`_aligned`: one value per token, end-of-turn token included or not — that one then
+    gets ``None`` — and the same token texts or ids where given), else that reply's logprobs
+    stay ``None`` and count in ``unaligned``. :class:`ValueError` when the template changes a
+    message's text (then no mask could be exact)."""
     chat = _to_chat(list(messages))
     rendered: str = tokenizer.apply_chat_template(chat, tokenize=False)
     # Render once more with a marker for each content: what lies between markers is the
@@ -177,20 +215,47 @@ def tokenize_messages(messages: Sequence[Message], tokenizer: Any, *,
         env += [int(kind == "env")] * len(piece)
     prompt_length = next((s.start for s in segments if s.kind == "assistant"), len(ids))
     replies = [i for i, m in enumerate(chat) if m["role"] == "assistant"]
-    logprobs = _place_logprobs(segments, len(ids), replies, reply_logprobs)
-    return TokenizedConversation(ids, loss, env, logprobs, prompt_length, segments)
+    logprobs, unaligned = _place_logprobs(segments, ids, replies, reply_logprobs, tokenizer)
+    return TokenizedConversation(ids, loss, env, logprobs, prompt_length, segments, unaligned)
 
 
-def _place_logprobs(segments: list[Segment], n: int, replies: list[int],
-                    reply_logprobs: Sequence[Sequence[float] | None] | None) -> list[float | None] | None:
-    """Per-token logprobs from per-reply lists (see :func:`tokenize_messages`); ``replies``:
-    the indices of the assistant messages, in order."""
+def _place_logprobs(segments: list[Segment], ids: list[int], replies: list[int],
+                    reply_logprobs: Sequence[ReplyLogprobs] | None, tokenizer: Any,
+                    ) -> tuple[list[float | None] | None, int]:
+    """Per-token logprobs from per-reply ones (see :func:`tokenize_messages`), and how many
+    replies' did not align; ``replies``: the indices of the assistant messages, in order."""
     if not reply_logprobs or all(r is None for r in reply_logprobs):
-        return None
-    out: list[float | None] = [None] * n
+        return None, 0
+    out: list[float | None] = [None] * len(ids)
+    placed = unaligned = 0
     by_message = {s.message: s for s in segments if s.kind == "assistant"}
-    for seg, values in zip((by_message.get(i) for i in replies), reply_logprobs, strict=False):
-        if seg is not None and values is not None and len(values) in (seg.end - seg.start,
-                                                                      seg.end - seg.start - 1):
-            out[seg.start: seg.start + len(values)] = [float(v) for v in values]
-    return out
+    for seg, given in zip((by_message.get(i) for i in replies), reply_logprobs, strict=False):
+        if given is None or not (given.logprobs if isinstance(given, TokenLogprobs) else given):
+            continue  # none given (an empty reply scores no token)
+        values = None if seg is None else _aligned(given, ids[seg.start: seg.end], tokenizer)
+        if seg is None or values is None:
+            unaligned += 1
+            continue
+        out[seg.start: seg.start + len(values)] = values
+        placed += 1
+    return (out if placed else None), unaligned
+
+
+def _aligned(given: Sequence[float] | TokenLogprobs, ids: list[int], tokenizer: Any) -> list[float] | None:
+    """``given`` as the logprobs of the reply tokens ``ids`` (its end-of-turn token last, or
+    not), or ``None`` when they are not theirs: another count, or other token ids or texts
+    than the backend's. Texts are compared as decoded here, without U+FFFD: a token holding
+    part of a character decodes to it here, and llama.cpp drops the partial bytes."""
+    values = list(given.logprobs if isinstance(given, TokenLogprobs) else given)
+    eot = bool(ids) and ids[-1] == getattr(tokenizer, "eos_token_id", None)
+    text_ids = ids[:-1] if eot else ids  # the end-of-turn token has no text to compare
+    if not ids or len(values) not in {len(ids), len(text_ids)}:
+        return None
+    if isinstance(given, TokenLogprobs) and given.token_ids is not None:
+        if given.token_ids[: len(text_ids)] != text_ids:
+            return None
+    elif isinstance(given, TokenLogprobs) and given.tokens is not None:
+        texts = [tokenizer.decode([i]).replace("\ufffd", "") for i in text_ids]
+        if texts != [t.replace("\ufffd", "") for t in given.tokens[: len(text_ids)]]:
+            return None
+    return [float(v) for v in values]
