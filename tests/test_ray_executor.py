@@ -173,6 +173,25 @@ def test_ray_address_needs_the_ray_executor(tmp_path: Path) -> None:
     assert "--ray-address is for --executor ray" in res.stderr + res.stdout
 
 
+def test_batches_shrink_to_single_episodes_as_the_queue_runs_out() -> None:
+    from sharpen.runner.ray_executor import _batch_size
+
+    left, sizes = 64, []
+    while left:
+        sizes.append(_batch_size(left, slots=2, chunk=8))
+        left -= sizes[-1]
+    assert sizes[0] == 8 and sizes[-4:] == [1, 1, 1, 1] and sum(sizes) == 64
+    assert sizes == sorted(sizes, reverse=True)
+    assert _batch_size(5, slots=4, chunk=8) == 1 and _batch_size(1000, slots=4, chunk=3) == 3
+
+
+def test_executor_args_reach_the_executor(tmp_path: Path) -> None:
+    res = sharpen("run", "code", "--agent-name", "reference", "--tasks", "1", "--executor",
+                  "ray", "--executor-arg", "chunk=0", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "chunk must be at least 1" in res.stderr + res.stdout
+
+
 def test_same_trajectories_local_and_ray(tmp_path: Path, cluster: Cluster) -> None:
     runs = {}
     for executor in ("local", "ray"):

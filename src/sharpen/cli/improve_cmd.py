@@ -10,7 +10,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from sharpen.cli.executor_option import ExecutorOpt, RayAddressOpt, build_executor, closing
+from sharpen.cli.executor_option import (
+    ExecutorArgOpt,
+    ExecutorOpt,
+    RayAddressOpt,
+    build_executor,
+    closing,
+)
 from sharpen.cli.options import (
     BaseUrlOpt,
     CurvePlotOpt,
@@ -123,6 +129,7 @@ def improve(
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 1,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
+    executor_arg: ExecutorArgOpt = None,
     progress: Annotated[bool, typer.Option(
         help="Show the progress bar of each evaluation (the engine's event lines stay).")] = True,
     json_out: JsonOpt = False,
@@ -130,7 +137,7 @@ def improve(
 ) -> None:
     """Improve an AgentSpec on train/val within a budget; report its held-out gain on test."""
     console = Console(stderr=json_out)  # with --json, stdout holds the JSON alone
-    plays = build_executor(executor, ray_address)
+    plays = build_executor(executor, ray_address, executor_arg)
     spec = AgentSpec.load(agent) if agent else AgentSpec()
     spec = spec.model_copy(update={"model": model_ref(spec, model, base_url, model_name,
                                                       parse_kv(model_arg, "--model-arg"))})

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from sharpen.cli.executor_option import ExecutorOpt, RayAddressOpt, build_executor, closing
+from sharpen.cli.executor_option import (
+    ExecutorArgOpt,
+    ExecutorOpt,
+    RayAddressOpt,
+    build_executor,
+    closing,
+)
 from sharpen.cli.options import (
     BaseUrlOpt,
     DecodingOpt,
@@ -105,6 +111,7 @@ def run(
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
+    executor_arg: ExecutorArgOpt = None,
     agent: Annotated[Path | None, typer.Option(
         "--agent", help="AgentSpec YAML (model, params, components, limits).")] = None,
     agent_name: Annotated[str | None, typer.Option(
@@ -175,7 +182,7 @@ def run(
                        concurrency=concurrency, seed=seed,
                        retry=RetryPolicy(max_retries=retries, base_delay=retry_delay))
     setup = None if judge is None else _inline_judge(judge, judge_arg, judge_model, ref)
-    plays = build_executor(executor, ray_address)
+    plays = build_executor(executor, ray_address, executor_arg)
     st = open_store(store)
     if not quiet:
         console.print(

@@ -2,21 +2,25 @@
 
 Each worker slot is one Ray actor (``cpus_per_episode`` CPUs, default 1) that builds the run's
 model once, from the spec's model ref, on its own node — the embedded model is loaded once per
-actor, never per episode — and plays one episode at a time with
+actor, never per episode — and plays its episodes one at a time with
 :func:`~sharpen.runner.episode.play_episode`: environment, sandbox and model calls all happen
 on the worker. The driver (the ``sharpen`` process) keeps everything else: each finished
-trajectory comes back as its actor call ends and goes to the runner's one store writer, so a
-store is written by one process whichever executor plays.
+trajectory streams back as soon as it is finished and goes to the runner's one store writer,
+so a store is written by one process whichever executor plays.
 
 Slots: ``min(concurrency, episodes, cluster CPUs // cpus_per_episode)`` actors, so that none
-waits for resources the cluster does not have; each takes the next episode as soon as it
-hands one back. The actors outlive a run and play the executor's next one (``sharpen
-improve`` runs many), keeping the models they built, until :meth:`RayExecutor.aclose`.
+waits for resources the cluster does not have. Each actor call plays a batch of up to
+``chunk`` episodes (a Ray streaming generator, one trajectory yielded per episode): a call
+costs the driver the same CPU whether it carries one episode or eight, so batches make short
+episodes cheap, and they shrink to one episode as the queue runs out (:func:`_batch_size`).
+The actors outlive a run and play the executor's next one (``sharpen improve`` runs many),
+keeping the models they built, until :meth:`RayExecutor.aclose`.
 
 Failures: an episode whose actor, worker process or node died (any ``ray.exceptions`` error
 other than an exception raised by sharpen's own code) is handed back as ``infra`` — which
-``--resume`` plays again — and that slot is dropped; the other slots play the rest. Should
-every slot die, the episodes left are ``infra`` too. A :class:`~sharpen.core.errors.UserError`
+``--resume`` plays again — as is every episode of its batch not yet handed back; that slot
+is dropped and the other slots play the rest. Should every slot die, the episodes left are
+``infra`` too. A :class:`~sharpen.core.errors.UserError`
 raised on a worker stops the run as it would locally. Cancelling the run (Ctrl-C, SIGTERM)
 cancels the actor calls in flight (each episode closes its environment), then kills every
 actor of the executor. The driver owns the actors, so a driver killed by SIGKILL takes them with it.
@@ -33,6 +37,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,6 +54,11 @@ from sharpen.sandbox.closing import Closing
 CANCEL_GRACE_S = 10.0
 """How long cancelled actor calls get to close their environments before the actors are
 killed."""
+
+CHUNK = 8
+"""The most episodes one actor call plays (``--executor-arg chunk=N``). An actor call costs
+the driver a few milliseconds of CPU whatever it carries; a call that streams back several
+episodes pays it once for all of them (``benchmarks/executor_scaling.py``)."""
 
 
 def _ray() -> Any:
@@ -70,7 +80,10 @@ class EpisodeActor:
         self.models: dict[str, ChatModel] = {}
         self.closing = Closing()
 
-    async def play(self, config: RunConfig, run_id: str, task: Any, epoch: int) -> Trajectory:
+    async def play(self, config: RunConfig, run_id: str,
+                   episodes: list[tuple[Any, int]]) -> AsyncIterator[Trajectory]:
+        """Play ``episodes`` (task, epoch) one after the other, yielding each trajectory as it
+        finishes (a Ray streaming generator: the driver stores it at once)."""
         from sharpen.runner.episode import play_episode
         from sharpen.runner.runner import build_model
 
@@ -79,8 +92,10 @@ class EpisodeActor:
         model = self.models.get(key)
         if model is None:  # here, not in __init__: a UserError then reaches the driver
             model = self.models[key] = build_model(config)
-        with self.closing.scope():
-            return await play_episode(config, run_id, model, task, epoch, REGISTRY)
+        for task, epoch in episodes:
+            with self.closing.scope():
+                traj = await play_episode(config, run_id, model, task, epoch, REGISTRY)
+            yield traj
 
     async def close(self) -> None:
         for model in self.models.values():
@@ -95,12 +110,17 @@ class RayExecutor(BaseExecutor):
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, cpus_per_episode: float = 1.0) -> None:
+    def __init__(self, address: str | None = None, cpus_per_episode: float = 1.0,
+                 chunk: int = CHUNK) -> None:
         if cpus_per_episode <= 0:
             raise UserError(f"cpus_per_episode must be above 0, got {cpus_per_episode}",
                             "pass a positive number of CPUs per episode")
+        if chunk < 1:
+            raise UserError(f"chunk must be at least 1, got {chunk}",
+                            "pass the most episodes one actor call may play, e.g. chunk=8")
         self.address = address
         self.cpus_per_episode = float(cpus_per_episode)
+        self.chunk = int(chunk)
         self._started_here = False
         self._pool: list[Any] = []
         """Actors kept from one run to the next (``sharpen improve`` runs many): their start-up
@@ -140,27 +160,35 @@ class RayExecutor(BaseExecutor):
         # own task), put in the object store once per run.
         config = ray.put(work.config.model_copy(update={"tasks": []}))
         queue = deque(work.episodes)
-        in_flight: dict[int, Any] = {}  # slot → the ref of the call it waits for
+        in_flight: dict[int, Any] = {}  # slot → the stream of the call it reads
         dead: set[int] = set()
 
         async def slot(i: int, actor: Any) -> None:
             while queue:
-                episode = queue.popleft()
-                ref = actor.play.remote(config, work.run_id, episode.task, episode.epoch)
-                in_flight[i] = ref
+                size = _batch_size(len(queue), slots, self.chunk)
+                batch = [queue.popleft() for _ in range(size)]
+                stream = actor.play.options(num_returns="streaming").remote(
+                    config, work.run_id, [(e.task, e.epoch) for e in batch])
+                in_flight[i] = stream
+                played = 0
                 try:
-                    traj = await ref
+                    async for ref in stream:
+                        traj = await ref
+                        played += 1
+                        await on_done(traj)
                 except ray.exceptions.RayTaskError as exc:  # raised by sharpen's own code
                     if isinstance(exc.cause, UserError):
                         raise exc.cause from None
                     raise
                 except ray.exceptions.RayError as exc:  # the actor, its process or node died
-                    dead.add(i)
-                    await on_done(_lost(work, episode, exc))
-                    return  # this slot is gone; the others play the rest
-                finally:
                     in_flight.pop(i, None)
-                await on_done(traj)
+                    dead.add(i)
+                    for episode in batch[played:]:
+                        await on_done(_lost(work, episode, exc))
+                    return  # this slot is gone; the others play the rest
+                # Popped only here: a stream left by a cancellation or an error is still
+                # running, and the clean-up below cancels it.
+                in_flight.pop(i, None)
 
         finished = False
         try:
@@ -184,6 +212,14 @@ class RayExecutor(BaseExecutor):
             self._started_here = False
 
 
+def _batch_size(left: int, slots: int, chunk: int) -> int:
+    """How many of the ``left`` queued episodes (``left`` counts this batch too) the next
+    actor call plays: an equal share of what is left over twice the slots, at most ``chunk``
+    and at least one — big batches while the queue is long, single episodes at the end, so no
+    slot is left with a long batch while the others are idle (guided self-scheduling)."""
+    return max(1, min(chunk, left // (2 * slots)))
+
+
 def _lost(work: Work, episode: Episode, exc: BaseException | None) -> Trajectory:
     """The trajectory of an episode that Ray lost: error kind ``infra``, resumable."""
     why = "no Ray worker left to play it" if exc is None else f"{type(exc).__name__}: {exc}"
@@ -195,12 +231,12 @@ def _lost(work: Work, episode: Episode, exc: BaseException | None) -> Trajectory
 
 
 async def _stop(ray: Any, actors: list[Any], pending: list[Any], *, graceful: bool) -> None:
-    """End the run's actors: cancel calls still in flight and give them
+    """End the run's actors: cancel the calls (streams) still in flight and give them
     :data:`CANCEL_GRACE_S` to close their environments; after a finished run, let each actor
     close its model and sandboxes; then kill them all."""
-    for ref in pending:
-        ray.cancel(ref)
-    waits = list(pending)
+    for stream in pending:
+        ray.cancel(stream)
+    waits = [stream.completed() for stream in pending]
     if graceful:
         waits += [a.close.remote() for a in actors]
     if waits:
