@@ -10,6 +10,8 @@ the sandbox — and the harness). Cells:
 
 * ``local c=2``: the local executor, 2 episodes in flight (this machine has 2 cores);
 * ``ray 1 node c=2``: a Ray head node with ``--num-cpus 2`` on loopback, 2 actor slots;
+* ``ray 1 node c=2, chunk=1``: the same, one episode per actor call (``--executor-arg
+  chunk=1``) instead of the executor's batches of up to 8 streamed back one by one;
 * ``ray 2 nodes c=2`` and ``c=3``: the same head plus a second node (``--num-cpus 1``) on
   the same machine: the same 2 physical cores, so this measures what spreading over nodes
   costs, not what more machines give.
@@ -189,6 +191,9 @@ def main() -> None:
         ray = ["--executor", "ray", "--ray-address", address]
         cells["ray 1 node c=2"] = cell(tmp, 2, ray, args.repeats)
         cells["ray 1 node c=2, 16 tasks"] = cell(tmp, 2, ray, 1, tasks=16)
+        # One episode per actor call, as before batches: what the batching buys.
+        cells["ray 1 node c=2, chunk=1"] = cell(tmp, 2, [*ray, "--executor-arg", "chunk=1"],
+                                                args.repeats)
         second = start_node(["--address", address, "--num-cpus", "1"], tmp / "second.log")
         wait_cpus(address, 3)
         cells["ray 2 nodes c=2"] = cell(tmp, 2, ray, args.repeats)
@@ -245,10 +250,12 @@ def report(cells: dict[str, dict[str, Any]], write_ms: float, tokens: float, loa
         lines.append(f"| {k} | {v['tasks']} | {', '.join(f'{r:.2f}' for r in v['rates'])} | "
                      f"{', '.join(f'{r:.2f}' for r in v['steady'])} | "
                      f"{min(v['driver_cpu_s']):.2f} |")
+    unbatched = steady["ray 1 node c=2, chunk=1"] / steady["local c=2"]
     lines += [
         "",
         f"**ray ÷ local at equal cores (2), steady: {ratio:.2f}** (target ≥ 0.9: "
-        f"{'met' if ratio >= 0.9 else 'not met'}); whole run, start-up included: {whole:.2f}. "
+        f"{'met' if ratio >= 0.9 else 'not met'}); one episode per actor call (chunk=1): "
+        f"{unbatched:.2f}; whole run, start-up included: {whole:.2f}. "
         f"Two nodes ÷ one node at concurrency 2, steady: "
         f"{steady['ray 2 nodes c=2'] / steady['ray 1 node c=2']:.2f} (the second node shares "
         "the same 2 physical cores, so no gain is possible here; the ratio is the cost of "
