@@ -2,33 +2,42 @@
 
 What is measured
 ----------------
-One ``python -m llama_cpp.server`` (llama-cpp-python) on loopback serves the embedded GGUF
-(SmolLM2-135M-Instruct, Q4_1) with ``--n_threads`` threads. For each arm and ``--concurrency``
-the runner plays ``--tasks`` tasks of ``sql`` with the tool agent (text protocol, temperature
-0, ``--max-tokens`` per reply, up to ``--steps`` steps) through the ``openai`` model, in this
-process, on a fresh SQLite store. Then, in the same run, a bare httpx client sends the very
-conversations the runner's episodes had (for every assistant message of every stored
-trajectory, the messages before it, with the same parameters) **back to back**, one request
-at a time, conversation after conversation — the order in which the server reuses each
-prompt's prefix best. That is the server's own maximum on this workload.
+One model server on loopback serves the embedded GGUF (SmolLM2-135M-Instruct, Q4_1) with
+``--threads`` threads: ``python -m llama_cpp.server`` (llama-cpp-python, one slot), or with
+``--llama-server PATH --slots N`` llama.cpp's own ``llama-server --parallel N``. For each arm and
+``--concurrency`` c the runner plays ``max(--tasks, c)`` tasks of ``sql`` (so that c episodes
+are in flight) with the tool agent (text protocol, temperature 0, ``--max-tokens`` per reply, up
+to ``--steps`` steps) through the ``openai`` model, in this process, on a fresh SQLite store.
+In the same cell a bare httpx client sends the very conversations of an episode (for every
+assistant message of every stored trajectory, the messages before it, with the same parameters)
+straight to the server on one lane per slot, each lane one request at a time, conversation
+after conversation — the order in which every slot reuses its prompt's prefix best. That is the
+server's own maximum on this workload. It is measured twice, right before the run (the
+conversations of the previous run of as many tasks: greedy decoding makes them the same) and
+right after it (the run's own), and the cell's maximum is the mean, so a drift of the machine's
+speed across the cell counts against neither side.
 
 * runner tokens/s: completion tokens of the run ÷ (last episode end − first episode start);
-* direct tokens/s: completion tokens of the replay ÷ its wall time;
+* direct tokens/s: completion tokens of a replay ÷ its wall time;
 * ratio = runner ÷ direct (target ≥ 0.95).
 
 Arms: ``before`` — ``max_in_flight: none, cache_prompt: false`` (what the model did before it
 had a limit: every episode's request goes straight to the server, which queues them);
-``after`` — the defaults, ``max_in_flight: auto`` (found: 1 for llama-cpp-python's server),
-``cache_prompt: auto`` and ``prefix_hold_s: auto`` (0.25 s there). Each row also has the
-server's CPU seconds in either phase (``/proc``) and the run's gate counts (peak in flight,
-waited, resumed: calls that took the place their conversation's previous call held).
+``after`` — the defaults, ``max_in_flight: auto`` (found: 1 for llama-cpp-python's server, the
+``total_slots`` of ``/props`` for llama-server), ``cache_prompt: auto`` and ``prefix_hold_s:
+auto``; ``no-hold`` — the defaults but ``prefix_hold_s: 0`` (the gate alone, no place kept
+for a conversation's next call). Each row also has the server's CPU seconds per completion
+token (``/proc``), direct ÷ runner, and the run's gate counts (peak in flight, waited,
+resumed: calls that took the place their conversation's previous call held).
 
 Slots: llama-cpp-python 0.3.36's server holds one global lock around its model (two
 ``anyio.Lock`` in ``llama_cpp/server/app.py``): it serves one request at a time, and has no
-``--parallel``/slots option, so only the one-slot case can be measured with it.
+``--parallel``/slots option. For more slots, ``benchmarks/build_llama_server.sh`` builds
+``llama-server`` from the llama.cpp sources inside llama-cpp-python's sdist (PyPI).
 
 Run: ``.venv/bin/python benchmarks/model_saturation.py`` → ``benchmarks/results/
-model_saturation.md`` (and ``.json``).
+model_saturation.md`` (and ``.json``); ``... --llama-server /tmp/llama-server --slots 4 --out
+model_saturation_4slots``.
 """
 
 from __future__ import annotations
@@ -61,7 +70,12 @@ from sharpen.store import Store  # noqa: E402
 ARMS: dict[str, dict[str, Any]] = {
     "before": {"max_in_flight": "none", "cache_prompt": False},
     "after": {},
+    "no-hold": {"prefix_hold_s": 0},
 }
+
+
+Conversation = list[dict[str, Any]]
+"""The requests of one episode, in order: each its messages so far and the parameters."""
 
 
 def agent(url: str, arm: str, max_tokens: int, steps: int) -> AgentSpec:
@@ -80,11 +94,14 @@ def cpu_s(pid: int) -> float:
 
 
 async def run_arm(url: str, pid: int, arm: str, concurrency: int, args: argparse.Namespace,
-                  tmp: Path) -> dict[str, Any]:
+                  tmp: Path, seen: dict[int, list[Conversation]]) -> dict[str, Any]:
+    """One cell: the runner's tokens/s on ``max(--tasks, concurrency)`` tasks (so that
+    ``concurrency`` episodes are in flight), against the direct replay's. ``seen``: per task
+    count, the conversations of the previous run on this server."""
     store = Store(f"sqlite:///{tmp / f'{arm}-{concurrency}.db'}")
     environment = REGISTRY.create("env", PluginRef(name=args.env))
     try:
-        tasks = select_tasks(environment, args.env, split=None, limit=args.tasks, seed=0)
+        tasks = select_tasks(environment, args.env, split=None, limit=max(args.tasks, concurrency), seed=0)
     finally:
         await environment.close()
     config = RunConfig(env=PluginRef(name=args.env), agent=agent(url, arm, args.max_tokens,
@@ -96,6 +113,11 @@ async def run_arm(url: str, pid: int, arm: str, concurrency: int, args: argparse
         built.append(REGISTRY.create("model", c.agent.model))
         return PricedModel(built[-1], PriceTable.load())
 
+    # Direct, right before the run: the conversations of this server's previous run of as
+    # many tasks (greedy, so the same ones), when there was one; and right after it, the
+    # run's own. Their mean is the cell's maximum, so a drift of the machine's speed during
+    # the cell counts against neither side.
+    before = await direct(url, pid, seen.get(len(tasks), []), args.slots)
     cpu0 = cpu_s(pid)
     summary = await Runner(store, progress=False, model_factory=factory).run(config)
     runner_cpu = cpu_s(pid) - cpu0
@@ -106,36 +128,59 @@ async def run_arm(url: str, pid: int, arm: str, concurrency: int, args: argparse
     runner_tokens = sum(t.usage.output_tokens for t in trajs)
     runner_s = (end - start).total_seconds()
     calls = sum(t.usage.calls for t in trajs)
-    # The same conversations, back to back, one at a time: the server's own maximum.
-    requests = [
-        {"model": "default", "messages": [m.to_openai() for m in t.messages[:i]],
-         "temperature": 0.0, "max_tokens": args.max_tokens}
-        for t in trajs for i, m in enumerate(t.messages) if m.role == "assistant"
-    ]
     gate = await built[0].gate()  # the run's gate (this loop's), with its counts
-    direct_tokens = direct_prompt = 0
-    async with httpx.AsyncClient(timeout=600, trust_env=False) as client:
-        t0, cpu0 = time.perf_counter(), cpu_s(pid)
-        for body in requests:
-            resp = await client.post(f"{url}/chat/completions", json=body)
-            resp.raise_for_status()
-            direct_tokens += int(resp.json()["usage"]["completion_tokens"])
-            direct_prompt += int(resp.json()["usage"]["prompt_tokens"])
-        direct_s = time.perf_counter() - t0
-        direct_cpu = cpu_s(pid) - cpu0
+    # The run's own conversations, replayed directly: the server's own maximum on them.
+    seen[len(tasks)] = replay(trajs, args.max_tokens)
+    after = await direct(url, pid, seen[len(tasks)], args.slots)
+    phases = [d for d in (before, after) if d["calls"]]
     runner_tps = runner_tokens / runner_s
-    direct_tps = direct_tokens / direct_s
+    direct_tps = sum(d["tps"] for d in phases) / len(phases)
+    direct_cpu = sum(d["cpu_s"] / d["tokens"] for d in phases) / len(phases)
     return {"arm": arm, "concurrency": concurrency, "episodes": len(trajs), "calls": calls,
-            "direct_calls": len(requests), "runner_tokens": runner_tokens,
+            "direct_calls": after["calls"], "runner_tokens": runner_tokens,
             "runner_prompt_tokens": sum(t.usage.input_tokens for t in trajs),
-            "direct_prompt_tokens": direct_prompt,
-            "runner_s": runner_s, "runner_tps": runner_tps, "direct_tokens": direct_tokens,
-            "direct_s": direct_s, "direct_tps": direct_tps, "ratio": runner_tps / direct_tps,
-            "runner_server_cpu_s": runner_cpu, "direct_server_cpu_s": direct_cpu,
-            "cpu_ratio": (direct_cpu / direct_tokens) / (runner_cpu / runner_tokens),
+            "runner_s": runner_s, "runner_tps": runner_tps, "direct_tps": direct_tps,
+            "direct_before": before, "direct_after": after, "ratio": runner_tps / direct_tps,
+            "runner_server_cpu_s": runner_cpu,
+            "cpu_ratio": direct_cpu / (runner_cpu / runner_tokens),
             "gate": {"limit": gate.limit, "hold_s": gate.hold_s, "peak": gate.peak,
                      "waited": gate.waited, "resumed": gate.resumed},
             "errors": sum(1 for t in trajs if t.outcome.error_kind == "infra")}
+
+
+def replay(trajs: list[Any], max_tokens: int) -> list[Conversation]:
+    """For every stored trajectory, one request per assistant message: the messages before
+    it, with the run's parameters."""
+    return [[{"model": "default", "messages": [m.to_openai() for m in t.messages[:i]],
+              "temperature": 0.0, "max_tokens": max_tokens}
+             for i, m in enumerate(t.messages) if m.role == "assistant"] for t in trajs]
+
+
+async def direct(url: str, pid: int, conversations: list[Conversation],
+                 lanes: int) -> dict[str, Any]:
+    """Send ``conversations`` straight to the server on ``lanes`` (its slots) concurrent
+    lanes, each one request at a time, conversation after conversation — the order in which
+    each slot reuses its prompt's prefix best: the server's own maximum. Tokens/s and the
+    server's CPU seconds."""
+    if not conversations:
+        return {"tps": 0.0, "tokens": 0, "cpu_s": 0.0, "calls": 0, "s": 0.0}
+    tokens = calls = 0
+
+    async def lane(mine: list[Conversation], client: httpx.AsyncClient) -> None:
+        nonlocal tokens, calls
+        for conversation in mine:
+            for body in conversation:
+                resp = await client.post(f"{url}/chat/completions", json=body)
+                resp.raise_for_status()
+                tokens += int(resp.json()["usage"]["completion_tokens"])
+                calls += 1
+
+    async with httpx.AsyncClient(timeout=600, trust_env=False) as client:
+        t0, cpu0 = time.perf_counter(), cpu_s(pid)
+        await asyncio.gather(*[lane(conversations[i::lanes], client) for i in range(lanes)])
+        seconds, cpu = time.perf_counter() - t0, cpu_s(pid) - cpu0
+    return {"tps": tokens / seconds, "tokens": tokens, "cpu_s": cpu, "calls": calls,
+            "s": seconds}
 
 
 def page(res: dict[str, Any]) -> str:
@@ -146,27 +191,38 @@ def page(res: dict[str, Any]) -> str:
         f"{res['load'][0]:.1f} → {res['load'][1]:.1f} on {res['cores']} cores (shared with "
         "other work).",
         "",
-        f"`python -m llama_cpp.server` (llama-cpp-python {res['llama_version']}), SmolLM2-135M-"
-        f"Instruct Q4_1, `--n_threads {res['threads']}`, one slot (its server serves one "
-        f"request at a time). Workload: {res['tasks']} `{res['env']}` tasks, tool agent, text "
-        f"protocol, temperature 0, max_tokens {res['max_tokens']}, up to {res['steps']} steps. "
-        "Direct: the run's own conversations replayed back to back (see the script's "
+        f"{res['server']}, SmolLM2-135M-Instruct Q4_1, {res['threads']} thread(s). Workload: "
+        f"max({res['tasks']}, concurrency) `{res['env']}` tasks, tool agent, text protocol, "
+        f"temperature 0, max_tokens {res['max_tokens']}, up to {res['steps']} steps. Direct: "
+        f"conversations replayed back to back on {res['slots']} lane(s), one per slot, right "
+        "before the run (the previous run's of as many tasks, when there was one) and right "
+        "after it (the run's own); the cell's maximum is their mean (see the script's "
         "docstring).",
         "",
         "Server CPU: CPU seconds the server process used per completion token, direct ÷ "
         "runner (1.0: the runner made the server do no more work per token than the best "
         "order does; prompts re-evaluated after another conversation's push it below).",
         "",
-        "| arm | concurrency | episodes | calls | runner tok/s | direct tok/s | ratio "
-        "| server CPU s runner / direct | CPU ratio | gate |",
+        "| arm | concurrency | episodes | calls | runner tok/s | direct tok/s before, after "
+        "| ratio | server CPU s, runner | CPU ratio | gate |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in res["rows"]:
+        before = f"{r['direct_before']['tps']:.2f}" if r["direct_before"]["calls"] else "–"
         lines.append(f"| {r['arm']} | {r['concurrency']} | {r['episodes']} | {r['calls']} | "
-                     f"{r['runner_tps']:.2f} | {r['direct_tps']:.2f} | {r['ratio']:.2f} | "
-                     f"{r['runner_server_cpu_s']:.1f} / {r['direct_server_cpu_s']:.1f} | "
+                     f"{r['runner_tps']:.2f} | {before}, {r['direct_after']['tps']:.2f} | "
+                     f"{r['ratio']:.2f} | {r['runner_server_cpu_s']:.1f} | "
                      f"{r['cpu_ratio']:.2f} | {r['gate']} |")
     return "\n".join(lines) + "\n"
+
+
+def server_version(binary: str) -> str:
+    """What ``llama-server --version`` says of its build (the line with ``version:``)."""
+    import subprocess
+
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    lines = [ln for ln in (out.stdout + out.stderr).splitlines() if "version" in ln]
+    return lines[0].strip() if lines else "version unknown"
 
 
 def main() -> None:
@@ -177,23 +233,36 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
-    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    ap.add_argument("--arms", nargs="+", default=["before", "after"], choices=list(ARMS))
+    ap.add_argument("--llama-server", metavar="PATH",
+                    help="llama.cpp's llama-server binary (benchmarks/build_llama_server.sh "
+                         "builds one) instead of llama-cpp-python's server")
+    ap.add_argument("--slots", type=int, default=1, help="llama-server --parallel")
     ap.add_argument("--out", default="model_saturation")
     args = ap.parse_args()
     from importlib.metadata import version
 
-    from servers import start_llama_server, stop_server
+    from servers import start_llama_server, start_llamacpp_server, stop_server
 
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    url, proc = start_llama_server(n_threads=args.threads)
+    if args.llama_server:
+        url, proc = start_llamacpp_server(args.llama_server, args.slots, n_threads=args.threads)
+        server = f"llama.cpp `llama-server` ({server_version(args.llama_server)}), --parallel {args.slots}"
+    else:
+        if args.slots != 1:
+            ap.error("llama-cpp-python's server has one slot: --slots N needs --llama-server")
+        url, proc = start_llama_server(n_threads=args.threads)
+        server = (f"`python -m llama_cpp.server` (llama-cpp-python "
+                  f"{version('llama-cpp-python')}), one slot")
     rows = []
+    seen: dict[int, list[Conversation]] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for c in args.concurrency:
                 for arm in args.arms:
-                    row = asyncio.run(run_arm(url, proc.pid, arm, c, args, Path(tmp)))
+                    row = asyncio.run(run_arm(url, proc.pid, arm, c, args, Path(tmp), seen))
                     print(json.dumps(row), flush=True)
                     rows.append(row)
     finally:
@@ -202,7 +271,7 @@ def main() -> None:
                                 *sys.argv[1:]]),
            "started": started, "wall_s": time.perf_counter() - t0,
            "load": [load0, os.getloadavg()[0]], "cores": len(os.sched_getaffinity(0)),
-           "llama_version": version("llama-cpp-python"), "env": args.env, "tasks": args.tasks,
+           "server": server, "slots": args.slots, "env": args.env, "tasks": args.tasks,
            "steps": args.steps, "max_tokens": args.max_tokens, "threads": args.threads,
            "rows": rows}
     OUT.mkdir(parents=True, exist_ok=True)

@@ -62,6 +62,36 @@ def start_llama_server(
         "--n_ctx", str(n_ctx),
         "--n_threads", str(n_threads or len(os.sched_getaffinity(0))),
     ]
+    return _launch(cmd, port, log, ready_timeout)
+
+
+def start_llamacpp_server(
+    binary: str | Path,
+    slots: int,
+    model_path: str | Path | None = None,
+    n_ctx: int = 2048,
+    n_threads: int | None = None,
+    ready_timeout: float = 180.0,
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """Start llama.cpp's own ``llama-server`` (``binary``) with ``--parallel slots`` and
+    ``n_ctx`` tokens of context per slot, as :func:`start_llama_server` starts
+    llama-cpp-python's. Benchmarks only: the tests do not build llama.cpp
+    (``benchmarks/build_llama_server.sh`` does)."""
+    if model_path is None:
+        from sharpen.models.local import gguf_path
+
+        model_path = gguf_path()
+    port = free_port()
+    log = tempfile.NamedTemporaryFile(prefix="llama-cpp-server-", suffix=".log", delete=False)  # noqa: SIM115
+    cmd = [str(binary), "-m", str(model_path), "--host", "127.0.0.1", "--port", str(port),
+           "--parallel", str(slots), "-c", str(n_ctx * slots),
+           "--threads", str(n_threads or len(os.sched_getaffinity(0))), "--no-webui"]
+    return _launch(cmd, port, log, ready_timeout)
+
+
+def _launch(cmd: list[str], port: int, log: Any, ready_timeout: float,
+            ) -> tuple[str, subprocess.Popen[bytes]]:
+    """Start a model server and wait until ``/v1/models`` answers (see the callers)."""
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     proc.log_path = log.name  # type: ignore[attr-defined]
     base_url = f"http://127.0.0.1:{port}/v1"
