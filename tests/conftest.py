@@ -9,6 +9,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+# One llama.cpp / torch thread for every model the suite (and the CLI processes it starts)
+# loads, unless the caller says otherwise. The default (sharpen.models.local.default_threads)
+# reads the 1-minute load average, which lags the suite's bursts of servers, sandboxes and
+# subprocesses: a guess of two threads on two busy cores spins at OpenMP barriers and runs
+# 12x slower or worse (benchmarks/results/local_model_threads.md), long enough to look hung.
+os.environ.setdefault("SHARPEN_THREADS", "1")
+
 from pg_server import postgres, url  # noqa: F401  (fixtures: a PostgreSQL server, a fresh db)
 from train_base import base_checkpoint, base_gguf  # noqa: F401  (fixtures: the start model)
 
