@@ -144,3 +144,88 @@ def test_the_curve_stops_at_the_sample_budget_and_a_resume_keeps_the_steps_befor
     resumed = Curve(ctx, VerifierReward(DEMO_ENV, []), resumed_at=1)  # the checkpoint was at 1
     assert [e.step for e in resumed.events] == [1] and resumed.samples == 2
     assert resumed.tokens == 100 and len((tmp_path / CURVE).read_text().splitlines()) == 1
+
+
+MULTI_ENV = PluginRef(name="code", args={**DEMO_ENV.args, "max_submissions": 2})
+"""The demo's tasks with a second submission: a reply's test results (or the feedback on a reply
+that holds no action) come back as an observation, and the demo spec's two steps give a second
+turn."""
+
+MULTI = {**TINY, "steps": 1, "multi_turn": True, "max_completion_length": 24,
+         "max_episode_tokens": 400, "echo": 0.1}
+"""One optimiser step of one task × two episodes of up to two 24-token replies, with ECHO's
+loss on the environment's tokens: two episodes that score alike have no advantage, and then
+only that loss moves the weights."""
+
+
+@pytest.mark.slow
+def test_multi_turn_rollouts_are_the_runners_episodes_as_exact_tokens_and_train_a_model_local_runs(
+        tmp_path: Path, base_checkpoint: Path, base_gguf: Path) -> None:
+    import torch
+
+    from sharpen.train.engine import train
+    from sharpen.train.hf import load_model, load_tokenizer
+    from sharpen.train.rollout import EpisodeRollout, model_runs, prompt_ids
+
+    tasks = REGISTRY.create("env", MULTI_ENV).list_tasks(split="train", limit=1, seed=0)[:1]
+    rows = asyncio.run(prompts(MULTI_ENV, DEMO_SPEC, training_agent(DEMO_SPEC), tasks))
+    tokenizer, model = load_tokenizer(base_checkpoint), load_model(base_checkpoint)
+    eos = {tokenizer.eos_token_id}
+    rollout = EpisodeRollout(MULTI_ENV, DEMO_SPEC, rows, temperature=0.8, max_tokens=24,
+                             max_completion=400, eos_ids=eos)
+    episodes = asyncio.run(rollout.play([rows[0].messages] * 2, model, tokenizer))
+    assert len({tuple(e.completion_ids) for e in episodes}) == 2, "two seeds, two samples"
+    for e in episodes:
+        traj = e.trajectory
+        assert traj.outcome is not None and traj.outcome.counts
+        assert e.reward == traj.outcome.reward  # the episode's outcome, as single-turn's reward
+        assert e.prompt_ids == prompt_ids(tokenizer, rows[0].messages)
+        said = [m.content for m in traj.messages if m.role == "assistant"]
+        runs = model_runs(e.completion_ids, e.env_mask)
+        assert [tokenizer.decode(r[:-1] if r[-1] in eos else r) for r in runs] == said
+        assert len(e.logprobs) == len(e.completion_ids) == len(e.env_mask)
+        # Each sampled token's logprob is the model's (at the temperature) in the context the
+        # episode's tokens give it; the environment's tokens carry 0.0.
+        ids = torch.tensor([e.prompt_ids + e.completion_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, len(e.prompt_ids) - 1:-1] / 0.8
+        again = torch.log_softmax(logits, -1).gather(-1, ids[0, len(e.prompt_ids):, None])[:, 0]
+        sampled = torch.tensor(e.env_mask).bool()
+        assert torch.allclose(torch.tensor(e.logprobs)[sampled], again[sampled], atol=1e-3)
+        assert all(lp == 0.0 for lp, m in zip(e.logprobs, e.env_mask, strict=True) if not m)
+        if len(said) >= 2:  # the environment's answer lies between the replies, as rendered
+            assert set(e.env_mask) == {0, 1}
+            between = [t for t, m in zip(e.completion_ids, e.env_mask, strict=True) if not m]
+            answer = traj.messages[3].content or ""
+            assert answer and answer in tokenizer.decode(between)
+    assert any(len([m for m in e.trajectory.messages if m.role == "assistant"]) >= 2
+               for e in episodes), "a 24-token reply holds no complete submission: a second turn"
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    report = asyncio.run(train(PluginRef(name="grpo", args=MULTI), MULTI_ENV, DEMO_SPEC, store,
+                               folder=tmp_path / "t", train=1, val=1, test=1,
+                               base=(base_checkpoint, base_gguf)))
+    result = report.result
+    assert [e.step for e in result.events] == [1] and result.samples == 2  # episodes
+    assert result.events[0].reward is not None and 0.0 <= result.events[0].reward <= 1.0
+    assert result.events[0].metrics["echo/observation_ce"] > 0
+    assert report.lineage.checkpoint_hash != report.lineage.base_hash  # the weights moved
+    assert (result.checkpoint / "config.json").is_file()
+    run = store.get_run(report.verdict.trained_run)  # the trained GGUF ran as --model local
+    assert run.manifest.extra["model_path"] == report.lineage.gguf
+    (played,) = store.iter_trajectories(run.id, with_steps=False, with_messages=True)
+    assert any(m.role == "assistant" and m.content for m in played.messages)
+
+
+def test_multi_turn_args_are_checked() -> None:
+    from sharpen.train.grpo import GrpoMethod
+
+    with pytest.raises(UserError, match="multi_turn"):
+        GrpoMethod(multi_turn="yes")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="max_episode_tokens"):
+        GrpoMethod(multi_turn=True, max_completion_length=200, max_episode_tokens=100)
+    config = GrpoMethod(multi_turn=True, max_episode_tokens=700).config(
+        TrainContext(env=DEMO_ENV, spec=DEMO_SPEC, train_tasks=[], val_tasks=[],
+                     base_checkpoint=Path("."), base_gguf=Path("x.gguf"), workdir=Path("w"),
+                     store=Store("sqlite://")))
+    assert config["max_completion_length"] == 700  # TRL's cap is the whole completion's

@@ -5,9 +5,11 @@ what the environment says, beside learning what to do).
 Observation tokens are, in the prompt, the content of the last user message (the environment's
 first observation: the task; the system message and the chat template's markup are not) and,
 in a multi-turn completion, the tokens TRL's ``tool_mask`` marks 0 (tool or environment
-results). The prompt's span is found from the chat template itself: the prompt rendered with
-that message's content emptied shares its leading and trailing tokens with the full one, and
-what lies between is the observation.
+results; TRL's ``tool_mask`` is the ``env_mask`` a ``rollout_func`` returns, so with
+``multi_turn`` (:mod:`sharpen.train.rollout`) these are the environment's answers between the
+replies and the chat template's markup around them). The prompt's span is found from the chat
+template itself: the prompt rendered with that message's content emptied shares its leading and
+trailing tokens with the full one, and what lies between is the observation.
 """
 
 from __future__ import annotations

@@ -12,6 +12,13 @@ scheduler, RNG), so ``ctx.resume`` continues from the last one with the curve so
 (``workdir/checkpoint``, a LoRA adapter merged) and its GGUF (``workdir/model.gguf``), which
 ``--model local --model-arg model_path=...`` runs.
 
+``multi_turn=true`` trains whole episodes instead (:mod:`sharpen.train.rollout`): TRL's
+``rollout_func`` plays each of the ``num_generations`` completions of a prompt as an episode of
+its task through the runner's episode code, the completion is every reply's sampled tokens with
+the environment's tokens between them (``env_mask`` 0: not trained on), and the reward is the
+episode's outcome. ``max_completion_length`` then caps each reply and ``max_episode_tokens`` the
+whole completion (TRL's ``max_completion_length``).
+
 ``echo=λ`` adds ECHO's auxiliary loss (:mod:`sharpen.train.echo`): λ times the cross-entropy of
 the environment's observation tokens beside the policy-gradient loss on the reply's tokens.
 """
@@ -22,7 +29,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sharpen.core.errors import UserError
 from sharpen.train.hf import (
@@ -51,13 +58,22 @@ class GrpoMethod(BaseTrainMethod):
                  learning_rate: float = 1e-6, temperature: float = 0.8,
                  max_completion_length: int = 200, beta: float = 0.0, lora: bool = False,
                  lora_r: int = 16, echo: float | None = None, save_every: int = 10,
-                 concurrency: int = 4, threads: int | None = None) -> None:
+                 concurrency: int = 4, threads: int | None = None, multi_turn: bool = False,
+                 max_episode_tokens: int = 1024) -> None:
         if num_generations < 2:
             raise UserError("grpo: num_generations must be at least 2 (a group needs two "
                             "replies to compare)", "set --method-arg num_generations=4")
         if steps < 1 or tasks_per_step < 1 or save_every < 1:
             raise UserError("grpo: steps, tasks_per_step and save_every must be at least 1",
                             "e.g. --method-arg steps=20")
+        if not isinstance(multi_turn, bool):
+            raise UserError(f"grpo: multi_turn must be true or false, got {multi_turn!r}",
+                            "set --method-arg multi_turn=true")
+        if max_completion_length < 1 or (multi_turn and max_episode_tokens < max_completion_length):
+            raise UserError("grpo: max_completion_length must be at least 1 and "
+                            "max_episode_tokens (the whole episode's completion) at least that",
+                            "e.g. --method-arg max_completion_length=200 "
+                            "--method-arg max_episode_tokens=1024")
         if echo is not None and echo < 0:
             raise UserError(f"grpo: echo is a weight (λ ≥ 0), got {echo}", "e.g. echo=0.1")
         self.steps, self.num_generations, self.tasks_per_step = steps, num_generations, tasks_per_step
@@ -65,7 +81,7 @@ class GrpoMethod(BaseTrainMethod):
         self.max_completion_length = max_completion_length
         self.lora = LoraSpec(r=lora_r, alpha=2 * lora_r) if lora else None
         self.echo, self.save_every, self.concurrency = echo, save_every, concurrency
-        self.threads = threads
+        self.threads, self.multi_turn, self.max_episode_tokens = threads, multi_turn, max_episode_tokens
 
     def config(self, ctx: TrainContext) -> dict[str, Any]:
         """The ``GRPOConfig`` keyword arguments (``ctx.trainer_args`` win)."""
@@ -73,7 +89,9 @@ class GrpoMethod(BaseTrainMethod):
             ctx.device, ctx.workdir / "trainer", ctx.seed, max_steps=self.steps,
             learning_rate=self.learning_rate, num_generations=self.num_generations,
             per_device_train_batch_size=self.num_generations * self.tasks_per_step,
-            temperature=self.temperature, max_completion_length=self.max_completion_length,
+            temperature=self.temperature,
+            max_completion_length=(self.max_episode_tokens if self.multi_turn
+                                   else self.max_completion_length),
             beta=self.beta, save_strategy="steps", save_steps=self.save_every,
             save_total_limit=1, **ctx.trainer_args)
 
@@ -91,15 +109,25 @@ class GrpoMethod(BaseTrainMethod):
         agent = training_agent(ctx.spec, str(ctx.base_gguf))
         rows = await prompts(ctx.env, ctx.spec, agent, ctx.train_tasks)
         tokenizer = load_tokenizer(ctx.base_checkpoint)
-        reward = VerifierReward(ctx.env, rows, eos_ids=_eos_ids(tokenizer),
-                                concurrency=self.concurrency)
+        extra: dict[str, Any] = {} if self.echo is None else {"echo": self.echo}
+        reward: Scored
+        if self.multi_turn:
+            from sharpen.train.rollout import EpisodeReward, EpisodeRollout
+
+            reward = EpisodeReward()
+            extra["rollout_func"] = EpisodeRollout(
+                ctx.env, ctx.spec, rows, temperature=self.temperature,
+                max_tokens=self.max_completion_length, max_completion=self.max_episode_tokens,
+                eos_ids=_eos_ids(tokenizer), concurrency=self.concurrency, seed=ctx.seed)
+        else:
+            reward = VerifierReward(ctx.env, rows, eos_ids=_eos_ids(tokenizer),
+                                    concurrency=self.concurrency)
         dataset = Dataset.from_list([{"prompt": p.messages, "task_index": i}
                                      for i, p in enumerate(rows)])
         ctx.workdir.mkdir(parents=True, exist_ok=True)
         last = last_checkpoint(ctx.workdir / "trainer") if ctx.resume else None
         curve = Curve(ctx, reward, resumed_at=_step_of(last) if last else None)
         trainer_cls = GRPOTrainer if self.echo is None else EchoGRPOTrainer
-        extra: dict[str, Any] = {} if self.echo is None else {"echo": self.echo}
         trainer = trainer_cls(
             model=load_model(ctx.base_checkpoint, ctx.device, self.lora),
             reward_funcs=[reward],  # type: ignore[list-item]  # async: TRL awaits it
@@ -121,11 +149,17 @@ class GrpoMethod(BaseTrainMethod):
                    "train_seconds": train_seconds})
 
 
+class Scored(Protocol):
+    """A reward function that counts what it scored (replies, or episodes when multi-turn)."""
+
+    scored: int
+
+
 class Curve:
     """The training curve: one :class:`TrainEvent` per logged optimiser step, reported, kept in
     ``workdir/events.jsonl`` for a resumed session, and the budget's stop."""
 
-    def __init__(self, ctx: TrainContext, reward: VerifierReward, resumed_at: int | None) -> None:
+    def __init__(self, ctx: TrainContext, reward: Scored, resumed_at: int | None) -> None:
         self.ctx, self.reward, self.resumed_at = ctx, reward, resumed_at
         self.path = ctx.workdir / CURVE
         self.events: list[TrainEvent] = []
