@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
+from page_text import text
 
 from sharpen.cli.demo_cmd import DEMO_ENV, DEMO_SPEC
 from sharpen.core.errors import UserError
@@ -28,6 +30,7 @@ from sharpen.train.engine import TrainState, train
 from sharpen.train.method import BaseTrainMethod, TrainBudget, TrainContext, TrainResult
 from sharpen.train.rerest import verified
 from sharpen.train.star import StarMethod
+from sharpen.viewer import create_app
 
 TINY = {"k": 1, "temperature": 0.0, "max_steps": 1, "batch_size": 1, "max_length": 512}
 """One greedy attempt per task, one optimiser step per round."""
@@ -179,6 +182,12 @@ def test_cli_star_killed_mid_training_resumes_from_its_last_round_and_never_sees
             state = list(out.glob("*/method/star.json"))
         os.killpg(first.pid, signal.SIGKILL)  # mid round 2: its sampling or its fine-tune
         first.wait()
+    training_id = state[0].parent.parent.name
+    viewer = TestClient(create_app(Store(f"sqlite:///{tmp_path / 's.db'}"), train_dir=out))
+    listed = text(viewer.get("/train").text)  # the viewer's page of the killed training
+    assert training_id in listed and "not finished" in listed
+    page = text(viewer.get(f"/train/{training_id[:6]}").text)
+    assert "No verdict yet" in page and "--resume" in page and "star" in page
     round1 = json.loads(state[0].read_text())["rounds"]
     assert len(round1) == 1 and round1[0]["kept"] == 1, round1
     weights = Path(round1[0]["checkpoint"]) / "model.safetensors"
@@ -198,3 +207,13 @@ def test_cli_star_killed_mid_training_resumes_from_its_last_round_and_never_sees
     seen, test = set(report["seen_tasks"]), set(report["test_tasks"])
     assert seen and not seen & test
     assert seen <= {t.id for t in _tasks("train", 2) + _tasks("val", 1)}
+    # The viewer's page of the finished training: its verdict, guard, lineage, curve and runs.
+    twin = viewer.get(f"/train/{training_id}.json").json()
+    assert twin["report"]["verdict_text"] == report["verdict_text"] and twin["leaked"] == []
+    assert len(twin["events"]) == len(report["result"]["events"])
+    assert {r["manifest"]["extra"]["role"] for r in twin["runs"]} >= {"test:base", "test:trained"}
+    page = text(viewer.get(f"/train/{training_id}").text)
+    assert report["verdict_text"] in page and report["command"] in page
+    assert f"{len(seen)} task(s) passed the guard" in page and "Test tasks among them: 0 of 1" in page
+    assert report["lineage"]["checkpoint_hash"] in page and report["lineage"]["base_hash"] in page
+    assert "finished · stopped by done" in text(viewer.get("/train").text)

@@ -5,7 +5,6 @@ experiment replayed from the cassette recorded from the embedded model
 from __future__ import annotations
 
 import asyncio
-import html
 import re
 from pathlib import Path
 
@@ -15,6 +14,7 @@ pytest.importorskip("fastapi", reason="the viewer extra is not installed: pip in
 
 from conftest import Interrupt
 from fastapi.testclient import TestClient
+from page_text import text
 from record_improve_cassette import config
 
 from sharpen.improvement.experiment import Experiment, ExperimentResult
@@ -36,11 +36,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
         asyncio.run(Experiment(cfg, store, base / "interrupted", on_event=Interrupt(at=3)).run())
     yield store, base, result
     store.close()
-
-
-def text(page: str) -> str:
-    """What a reader sees: tags dropped, entities decoded, whitespace collapsed."""
-    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
 
 
 def test_the_folder_holds_config_checkpoint_and_result(lab) -> None:

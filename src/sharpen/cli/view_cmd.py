@@ -23,9 +23,12 @@ def view(
     improve_dir: Annotated[Path | None, typer.Option(
         help="Folder of improvement experiments (default: improve/ next to a SQLite store, "
              "where `sharpen improve` writes them).")] = None,
+    train_dir: Annotated[Path | None, typer.Option(
+        help="Folder of trainings (default: train/ next to a SQLite store, where `sharpen train` "
+             "writes them).")] = None,
 ) -> None:
     """Browse runs and trajectories, annotate them, compare runs and inspect improvement
-    experiments in the browser."""
+    experiments and trainings in the browser."""
     try:
         import uvicorn
 
@@ -37,7 +40,8 @@ def view(
     st = open_store(store)
     secret, generated = resolve_token(host, token)
     allowed = LOCAL_HOSTS if is_local(host) and secret is None else None
-    app = create_app(st, token=secret, allowed_hosts=allowed, improve_dir=improve_dir)
+    app = create_app(st, token=secret, allowed_hosts=allowed, improve_dir=improve_dir,
+                     train_dir=train_dir)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={secret}" if secret else "")
     console = Console(stderr=True)

@@ -13,13 +13,12 @@ trajectories themselves are in the store; the folder holds what only the engine 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
-from sharpen.core.errors import UserError
+from sharpen.core.folders import FolderReader, beside_store, pick_folder
 from sharpen.improvement.experiment import (
     CONFIG_FILE,
     RESULT_FILE,
@@ -29,13 +28,10 @@ from sharpen.improvement.experiment import (
 )
 from sharpen.improvement.state import EngineState
 
-M = TypeVar("M", bound=BaseModel)
-
 
 def experiments_base(store_url: str) -> Path:
     """Where experiments of the store at ``store_url`` keep their folders by default."""
-    path = store_url.removeprefix("sqlite:///") if store_url.startswith("sqlite:///") else None
-    return (Path(path).parent if path else Path(".sharpen")) / "improve"
+    return beside_store(store_url, "improve")
 
 
 def experiment_folder(store_url: str, experiment_id: str, base: Path | None = None) -> Path:
@@ -76,25 +72,12 @@ class ExperimentFolder(BaseModel):
 
 def read_experiment(path: Path) -> ExperimentFolder:
     """Read the folder at ``path`` (see :class:`ExperimentFolder`)."""
-    problems: list[str] = []
-    times = [path.stat().st_mtime]
-
-    def load(file: Path, model: type[M]) -> M | None:
-        if not file.is_file():
-            return None
-        times.append(file.stat().st_mtime)
-        try:
-            return model.model_validate_json(file.read_text())
-        except (OSError, ValueError) as exc:
-            first = str(exc).splitlines()[0]
-            problems.append(f"{file.relative_to(path)}: {first}")
-            return None
-
-    config = load(path / CONFIG_FILE, ExperimentConfig)
-    result = load(path / RESULT_FILE, ExperimentResult)
-    loaded = {f.parent.name: load(f, EngineState) for f in sorted(path.glob(f"*/{STATE_FILE}"))}
+    reader = FolderReader(path)
+    config = reader.load(path / CONFIG_FILE, ExperimentConfig)
+    result = reader.load(path / RESULT_FILE, ExperimentResult)
+    loaded = {f.parent.name: reader.load(f, EngineState) for f in sorted(path.glob(f"*/{STATE_FILE}"))}
     folder = ExperimentFolder(id=path.name, path=path, config=config, result=result,
-                              problems=problems, updated=datetime.fromtimestamp(max(times), tz=UTC))
+                              problems=reader.problems, updated=reader.updated)
     defined = folder.definition
     order = [r.name for r in [defined.proposer, *defined.baselines]] if defined else []
     names = [n for n in order if n in loaded] + [n for n in loaded if n not in order]
@@ -120,12 +103,6 @@ def list_experiments(base: Path) -> list[ExperimentFolder]:
 def find_experiment(base: Path, ref: str) -> ExperimentFolder:
     """The experiment under ``base`` whose id is ``ref`` or starts with it; a UserError when
     none or several match."""
-    matches = [p for p in _experiment_dirs(base) if ref and p.name.startswith(ref)]
-    exact = [p for p in matches if p.name == ref]
-    if exact or len(matches) == 1:
-        return read_experiment((exact or matches)[0])
-    if not matches:
-        raise UserError(f"no experiment {ref!r} under {base}",
-                        "pick one from the improvement list (sharpen improve writes them)")
-    raise UserError(f"experiment prefix {ref!r} matches {len(matches)} experiments",
-                    "give more characters of its id")
+    return read_experiment(pick_folder(
+        _experiment_dirs(base), ref, kind="experiment", base=base,
+        fix="pick one from the improvement list (sharpen improve writes them)"))

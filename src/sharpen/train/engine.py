@@ -45,6 +45,7 @@ from pydantic import BaseModel, Field
 
 from sharpen.core.agent_spec import AgentSpec
 from sharpen.core.errors import UserError
+from sharpen.core.folders import beside_store
 from sharpen.core.hashing import content_hash
 from sharpen.core.registry import REGISTRY, PluginRef, Registry
 from sharpen.core.task import TaskSpec
@@ -120,8 +121,7 @@ class TrainReport(BaseModel):
 
 def trainings_base(store_url: str) -> Path:
     """Where trainings of the store at ``store_url`` keep their folders by default."""
-    path = store_url.removeprefix("sqlite:///") if store_url.startswith("sqlite:///") else None
-    return (Path(path).parent if path else Path(".sharpen")) / "train"
+    return beside_store(store_url, "train")
 
 
 def file_hash(path: Path) -> str:

@@ -21,6 +21,7 @@ from sharpen.stats.intervals import wilson_interval
 from sharpen.stats.rounding import interval_text, p_cell
 from sharpen.store.records import Verdict
 from sharpen.store.store import Store
+from sharpen.train.engine import trainings_base
 from sharpen.viewer.citations import cite_links, step_href
 from sharpen.viewer.security import CSRF_FIELD, csrf_guard, security_middleware
 from sharpen.viewer.twins import jsonable, twin_url, wants_json
@@ -101,6 +102,7 @@ def create_app(
     allowed_hosts: frozenset[str] | None = None,
     per_page: int = 50,
     improve_dir: Path | None = None,
+    train_dir: Path | None = None,
     poll_seconds: float = 3.0,
 ) -> FastAPI:
     """The viewer over ``store``.
@@ -109,7 +111,8 @@ def create_app(
     ``allowed_hosts``: answer only these ``Host`` names (``sharpen view`` passes the
     loopback names when bound to loopback without a token). ``per_page``: tasks per run
     page and steps per trajectory page. ``improve_dir``: where improvement experiments keep
-    their folders (default: next to the store, as ``sharpen improve`` writes them).
+    their folders (default: next to the store, as ``sharpen improve`` writes them);
+    ``train_dir`` the same for trainings (``sharpen train``).
     ``poll_seconds``: how often the page of a run whose status is ``running`` refreshes.
     """
     app = FastAPI(title="sharpen viewer", docs_url=None, redoc_url=None, openapi_url=None,
@@ -119,16 +122,18 @@ def create_app(
     app.state.per_page = per_page
     app.state.poll_seconds = poll_seconds
     app.state.improve_dir = improve_dir if improve_dir is not None else experiments_base(store.url)
+    app.state.train_dir = train_dir if train_dir is not None else trainings_base(store.url)
     app.middleware("http")(security_middleware(token, allowed_hosts))
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
-    from sharpen.viewer import annotate, diagnosed, improve, judged, pages
+    from sharpen.viewer import annotate, diagnosed, improve, judged, pages, trained
 
     app.include_router(pages.router)
     app.include_router(annotate.router)
     app.include_router(improve.router)
     app.include_router(judged.router)
     app.include_router(diagnosed.router)
+    app.include_router(trained.router)
 
     @app.exception_handler(UserError)
     async def _user_error(request: Request, exc: UserError) -> Response:

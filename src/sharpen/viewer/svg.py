@@ -80,3 +80,30 @@ def scatter(title: str, points: Sequence[tuple[str, float, float]], x_label: str
         body.append(f'<text x="{px(end):.1f}" y="{H - PAD + 14}" text-anchor="middle" '
                     f'font-size="10">{end:.4g}</text>')
     return _frame(title, body, x_label, "success")
+
+
+def curve(title: str, points: Sequence[tuple[float, float]], x_label: str, y_label: str) -> str:
+    """A line through ``(x, y)`` points in order, on the points' own y range (a loss or a
+    reward, not a rate); ``""`` for fewer than two points."""
+    if len(points) < 2:
+        return ""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+    xspan, yspan = (x1 - x0) or 1.0, (y1 - y0) or 1.0
+
+    def px(x: float) -> float:
+        return PAD + 16 + (x - x0) / xspan * (W - PAD - 46)
+
+    def py(y: float) -> float:
+        return H - PAD - (y - y0) / yspan * (H - PAD - 14)
+
+    path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
+    body = [f'<polyline points="{path}" fill="none" stroke="#4a7bd0"/>']
+    body += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#d0564a">'
+             f'<title>{escape(x_label)} {x:.4g}: {escape(y_label)} {y:.4g}</title></circle>'
+             for x, y in points]
+    body += [f'<text x="{PAD - 4}" y="{py(y) + 4:.1f}" text-anchor="end" font-size="10">{y:.3g}</text>'
+             for y in (y0, y1)]
+    body += [f'<text x="{px(x):.1f}" y="{H - PAD + 14}" text-anchor="middle" font-size="10">{x:.4g}</text>'
+             for x in (x0, x1)]
+    return _frame(title, body, x_label, y_label)
