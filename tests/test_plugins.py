@@ -186,6 +186,21 @@ def test_a_plugin_named_by_its_file(plugin_path: Path, tmp_path: Path):
     assert report["run"]["env"] == {"name": ref, "args": {"terms": 4}}
 
 
+def test_an_agent_named_by_its_file_gets_its_required_args(tmp_path: Path):
+    # --agent-arg reaches the agent when --agent-name is built (before: built without them,
+    # an agent with a required argument was refused for lacking it).
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    done = sharpen("run", "code", "-E", "source=generated", "--agent-name",
+                   "tests/paced_agent.py:PacedReference", "--agent-arg", f"marks={marks}",
+                   "--agent-arg", "hold_s=0", "--tasks", "2", *store_of(tmp_path), "--no-progress",
+                   "--json", cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["summary"]["n_success"] == 2
+    assert out["run"]["agent"]["agent"]["args"] == {"marks": str(marks), "hold_s": 0}
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["run", "sharpen_example_plugn.arith:ArithEnv"],
      ["cannot import module 'sharpen_example_plugn.arith'", "did you mean sharpen_example_plugin.arith?"]),

@@ -165,12 +165,13 @@ def run(
     if verbose and quiet:
         raise UserError("--verbose and --quiet contradict each other", "pass one of them")
     spec = AgentSpec.load(agent) if agent else AgentSpec()
-    if agent_name is not None:
-        spec = with_agent(spec, PluginRef(name=agent_name), named=agent is None,
+    agent_args = parse_kv(agent_arg, "--agent-arg") if agent_arg else {}
+    if agent_name is not None:  # built with its args: with_agent builds it (needs it a model?)
+        spec = with_agent(spec, PluginRef(name=agent_name, args=agent_args), named=agent is None,
                           keep_model=any((model, base_url, model_name, model_arg)))
-    if agent_arg:
+    elif agent_args:
         spec = spec.model_copy(update={"agent": spec.agent.model_copy(update={
-            "args": {**spec.agent.args, **parse_kv(agent_arg, "--agent-arg")}})})
+            "args": {**spec.agent.args, **agent_args}})})
     ref = model_ref(spec, model, base_url, model_name, parse_kv(model_arg, "--model-arg"))
     spec = with_decoding(spec.model_copy(update={"model": ref}), decoding)
     env_ref = PluginRef(name=env, args=parse_kv(env_arg, "--env-arg"))
