@@ -166,7 +166,7 @@ def run(
         raise UserError("--verbose and --quiet contradict each other", "pass one of them")
     spec = AgentSpec.load(agent) if agent else AgentSpec()
     agent_args = parse_kv(agent_arg, "--agent-arg") if agent_arg else {}
-    if agent_name is not None:  # built with its args: with_agent builds it (needs it a model?)
+    if agent_name is not None:  # with its args: with_agent builds it to ask if it needs a model
         spec = with_agent(spec, PluginRef(name=agent_name, args=agent_args), named=agent is None,
                           keep_model=any((model, base_url, model_name, model_arg)))
     elif agent_args:
