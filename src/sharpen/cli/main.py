@@ -76,7 +76,7 @@ COMMANDS: tuple[LazyCommand, ...] = (
                 "paired bootstrap, Holm-adjusted verdicts, cost next to accuracy."),
     LazyCommand("view", "sharpen.cli.view_cmd", "view",
                 "Browse runs and trajectories, annotate them, compare runs and inspect improvement "
-                "experiments in the browser."),
+                "experiments and trainings in the browser."),
     LazyCommand("improve", "sharpen.cli.improve_cmd", "improve",
                 "Improve an AgentSpec on train/val within a budget; report its held-out gain on test."),
     LazyCommand("demo", "sharpen.cli.demo_cmd", "demo",
