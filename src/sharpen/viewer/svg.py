@@ -3,7 +3,7 @@ presentation attributes, so the strict CSP (no inline styles) does not affect th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 
 W, H, PAD = 520, 260, 44
@@ -21,6 +21,12 @@ def _frame(title: str, body: list[str], x_label: str, y_label: str) -> str:
         f'transform="rotate(-90 12 {H / 2})">{escape(y_label)}</text>'
         + "".join(body) + "</svg>"
     )
+
+
+def _x_scale(lo: float, hi: float) -> Callable[[float], float]:
+    """The x pixel of a value in ``[lo, hi]`` (all at the left edge when ``lo == hi``)."""
+    span = (hi - lo) or 1.0
+    return lambda x: PAD + 16 + (x - lo) / span * (W - PAD - 46)
 
 
 def _y(rate: float) -> float:
@@ -59,10 +65,7 @@ def scatter(title: str, points: Sequence[tuple[str, float, float]], x_label: str
         return ""
     xs = [p[1] for p in points]
     lo, hi = min(xs), max(xs)
-    span = (hi - lo) or 1.0
-
-    def px(x: float) -> float:
-        return PAD + 16 + (x - lo) / span * (W - PAD - 46)
+    px = _x_scale(lo, hi)
 
     body: list[str] = []
     if line and len(points) > 1:
@@ -89,10 +92,7 @@ def curve(title: str, points: Sequence[tuple[float, float]], x_label: str, y_lab
         return ""
     xs, ys = [p[0] for p in points], [p[1] for p in points]
     x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
-    xspan, yspan = (x1 - x0) or 1.0, (y1 - y0) or 1.0
-
-    def px(x: float) -> float:
-        return PAD + 16 + (x - x0) / xspan * (W - PAD - 46)
+    px, yspan = _x_scale(x0, x1), (y1 - y0) or 1.0
 
     def py(y: float) -> float:
         return H - PAD - (y - y0) / yspan * (H - PAD - 14)
