@@ -3,10 +3,11 @@
 What is measured
 ----------------
 Every cell is one ``sharpen run`` process (the real CLI, ``--json``, progress off, a fresh
-SQLite store) playing the same 64 generated easy ``code`` tasks with SmolLM2-135M's real
-replies replayed from ``benchmarks/cassettes/harness_overhead.jsonl`` (the replay model: no
-model load, so what is left is real work per episode — each submission's hidden tests run in
-the sandbox — and the harness). Cells:
+SQLite store) playing the same 64 generated easy ``code`` tasks, ``--epochs`` (4) times each,
+with SmolLM2-135M's real replies replayed from ``benchmarks/cassettes/harness_overhead.jsonl``
+(the replay model: no model load, so what is left is real work per episode — each submission's
+hidden tests run in the sandbox — and the harness; the cassette is copied once per epoch with
+that epoch's seed, as ``harness_overhead.py`` does). Cells:
 
 * ``local c=2``: the local executor, 2 episodes in flight (this machine has 2 cores);
 * ``ray 1 node c=2``: a Ray head node with ``--num-cpus 2`` on loopback, 2 actor slots;
@@ -21,13 +22,16 @@ Numbers: episodes/s of the *whole run* = episodes ÷ the runner's wall time
 stored, so Ray's connection and actor start-up are inside it, Python's start-up is not);
 *steady* episodes/s = the middle half of the episodes ÷ the time between the first and the last
 of them finishing (the rate a long run settles at). Driver CPU ms/episode = the difference of
-the ``sharpen`` process's user + system CPU between a 64-task and a 16-task run ÷ 48 (start-up
+the ``sharpen`` process's user + system CPU between a full and a 16-episode run ÷ the
+difference in episodes (start-up
 cancels out; under ``ray`` that is what the driver spends per episode receiving, storing and
 counting it, under ``local`` the sandboxed tests, children of the process, are in it too).
-Store ms/trajectory = one writer saving the 64 trajectories again into a fresh SQLite store in
-batches of 8 (what the runner's writer does). Each 64-task cell runs ``--repeats`` times; the
-best is used, every repeat is shown (the machine is shared: the load average at the start is
-in the results).
+Store ms/trajectory = one writer saving the run's trajectories again into a fresh SQLite store in
+batches of 8 (what the runner's writer does). Each full cell runs ``--repeats`` (3) times; the
+ratios use each cell's median, and every repeat is shown (the load average at the start is in
+the results). Why 256 episodes and medians: with 64 the steady window was 32 episodes, about
+half a second, and the best of two repeats of that moved the ratio between 0.88 and 1.07 in
+two runs a minute apart (2026-12-02).
 
 From those, the results file works out what a 100-node cluster of such nodes would ask of the
 one driver and store (episodes/s, store writes/s, model tokens/s from the tokens per episode
@@ -35,7 +39,7 @@ stored) and which gives first.
 
 Usage::
 
-    python benchmarks/executor_scaling.py            # ~4 min on 2 cores
+    python benchmarks/executor_scaling.py            # ~2 min on 2 cores
 """
 
 from __future__ import annotations
@@ -53,19 +57,41 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 from typing import Any
 
+from harness_overhead import (
+    AGENT_YAML,
+    CASSETTE,
+    N_TASKS,
+    RUN_SEED,
+    epoch_lines,
+    load_cassette,
+    run_config,
+    tasks,
+)
 from machine_info import cores, cpu_name, version
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "executor_scaling.md"
 RAY = str(Path(sys.executable).parent / "ray")
-TASKS = 64
+EPOCHS = 4
 RUN = ["-m", "sharpen.cli.main", "run", "code", "-E", "source=generated", "-E", "difficulty=easy",
-       "-E", "max_submissions=2", "--seed", "0",
-       "--agent", str(HERE / "cassettes" / "harness_overhead.agent.yaml"), "--model", "replay",
-       "--model-arg", f"cassette={HERE / 'cassettes' / 'harness_overhead.jsonl'}",
-       "--no-progress", "--json"]
+       "-E", "max_submissions=2", "--seed", str(RUN_SEED), "--agent", str(AGENT_YAML),
+       "--model", "replay", "--no-progress", "--json"]
+
+
+def epoch_cassette(tmp: Path, epochs: int) -> Path:
+    """The recorded cassette with every line copied once per epoch (its seed and key)."""
+    recorded = tasks()
+    config = run_config(CASSETTE, 1, 1, recorded)
+    by_seed = {config.attempt_seed(t, 0): t for t in recorded}
+    out = tmp / "cassette.jsonl"
+    with out.open("w", encoding="utf-8") as f:
+        for rec in load_cassette():
+            for line in epoch_lines(rec, by_seed[rec["request"]["params"]["seed"]], config, epochs):
+                f.write(line + "\n")
+    return out
 
 
 def free_port() -> int:
@@ -114,7 +140,8 @@ def wait_cpus(address: str, cpus: float, timeout: float = 120) -> None:
 def one_run(tmp: Path, concurrency: int, extra: list[str]) -> dict[str, Any]:
     """One ``sharpen run`` process; its summary, store URL and CPU time."""
     url = f"sqlite:///{tmp / f'run{time.monotonic_ns()}.db'}"
-    proc = subprocess.Popen([sys.executable, *RUN, "-c", str(concurrency), *extra, "--store", url],
+    proc = subprocess.Popen([sys.executable, *RUN, "--model-arg", f"cassette={tmp / 'cassette.jsonl'}",
+                             "-c", str(concurrency), *extra, "--store", url],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp)
     out, err = proc.communicate(timeout=600)
     if proc.returncode != 0:
@@ -140,18 +167,19 @@ def cpu_of(fn: Any) -> tuple[Any, float]:
     return value, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def cell(tmp: Path, concurrency: int, extra: list[str], repeats: int,
-         tasks: int = TASKS) -> dict[str, Any]:
+def cell(tmp: Path, concurrency: int, extra: list[str], repeats: int, n_tasks: int,
+         epochs: int) -> dict[str, Any]:
     rates, steady, cpus, last = [], [], [], None
+    size = ["--tasks", str(n_tasks), "--epochs", str(epochs)]
     for _ in range(repeats):
-        last, cpu = cpu_of(lambda: one_run(tmp, concurrency, [*extra, "--tasks", str(tasks)]))
+        last, cpu = cpu_of(lambda: one_run(tmp, concurrency, [*extra, *size]))
         s = last["summary"]
         rates.append(s["n_trajectories"] / s["wall_seconds"])
         steady.append(last["steady"])
         cpus.append(cpu)
     assert last is not None
     return {"rates": rates, "steady": steady, "driver_cpu_s": cpus, "last": last,
-            "tasks": tasks}
+            "episodes": n_tasks * epochs}
 
 
 def store_cost(url: str, run_id: str) -> tuple[float, float]:
@@ -173,15 +201,18 @@ def store_cost(url: str, run_id: str) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=EPOCHS)
     args = ap.parse_args()
+    full = (N_TASKS, args.epochs)
     load = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="sharpen-xs-", dir="/tmp"))
+    epoch_cassette(tmp, args.epochs)
     port = free_port()
     address = f"127.0.0.1:{port}"
     cells: dict[str, dict[str, Any]] = {}
-    cells["local c=2"] = cell(tmp, 2, ["--executor", "local"], args.repeats)
-    cells["local c=2, 16 tasks"] = cell(tmp, 2, ["--executor", "local"], 1, tasks=16)
+    cells["local c=2"] = cell(tmp, 2, ["--executor", "local"], args.repeats, *full)
+    cells["local c=2, 16 episodes"] = cell(tmp, 2, ["--executor", "local"], 1, 16, 1)
     head = start_node(["--head", "--port", str(port), "--num-cpus", "2",
                        "--include-dashboard=false", "--ray-client-server-port", str(free_port()),
                        "--temp-dir", str(tmp / "ray")], tmp / "head.log")
@@ -189,15 +220,15 @@ def main() -> None:
     try:
         wait_cpus(address, 2)
         ray = ["--executor", "ray", "--ray-address", address]
-        cells["ray 1 node c=2"] = cell(tmp, 2, ray, args.repeats)
-        cells["ray 1 node c=2, 16 tasks"] = cell(tmp, 2, ray, 1, tasks=16)
+        cells["ray 1 node c=2"] = cell(tmp, 2, ray, args.repeats, *full)
+        cells["ray 1 node c=2, 16 episodes"] = cell(tmp, 2, ray, 1, 16, 1)
         # One episode per actor call, as before batches: what the batching buys.
         cells["ray 1 node c=2, chunk=1"] = cell(tmp, 2, [*ray, "--executor-arg", "chunk=1"],
-                                                args.repeats)
+                                                args.repeats, *full)
         second = start_node(["--address", address, "--num-cpus", "1"], tmp / "second.log")
         wait_cpus(address, 3)
-        cells["ray 2 nodes c=2"] = cell(tmp, 2, ray, args.repeats)
-        cells["ray 2 nodes c=3"] = cell(tmp, 3, ray, args.repeats)
+        cells["ray 2 nodes c=2"] = cell(tmp, 2, ray, args.repeats, *full)
+        cells["ray 2 nodes c=3"] = cell(tmp, 3, ray, args.repeats, *full)
     finally:
         if second is not None:
             kill_session(second)
@@ -205,22 +236,24 @@ def main() -> None:
     last = cells["local c=2"]["last"]
     write_ms, tokens = store_cost(last["url"], last["run_id"])
     shutil.rmtree(tmp, ignore_errors=True)
-    report(cells, write_ms, tokens, load)
+    report(cells, write_ms, tokens, load, args.epochs)
 
 
 def marginal_cpu_ms(big: dict[str, Any], small: dict[str, Any]) -> float:
     """Driver CPU per extra episode: the difference of two runs' CPU ÷ their difference in
     episodes (start-up — imports, Ray's connection, actors — cancels out)."""
-    return 1000 * (min(big["driver_cpu_s"]) - small["driver_cpu_s"][0]) / (big["tasks"] - small["tasks"])
+    return (1000 * (min(big["driver_cpu_s"]) - small["driver_cpu_s"][0])
+            / (big["episodes"] - small["episodes"]))
 
 
-def report(cells: dict[str, dict[str, Any]], write_ms: float, tokens: float, load: float) -> None:
-    best = {k: max(v["rates"]) for k, v in cells.items()}
-    steady = {k: max(v["steady"]) for k, v in cells.items()}
-    whole = best["ray 1 node c=2"] / best["local c=2"]
+def report(cells: dict[str, dict[str, Any]], write_ms: float, tokens: float, load: float,
+           epochs: int) -> None:
+    whole_rate = {k: median(v["rates"]) for k, v in cells.items()}
+    steady = {k: median(v["steady"]) for k, v in cells.items()}
+    whole = whole_rate["ray 1 node c=2"] / whole_rate["local c=2"]
     ratio = steady["ray 1 node c=2"] / steady["local c=2"]
-    driver_ms = marginal_cpu_ms(cells["ray 1 node c=2"], cells["ray 1 node c=2, 16 tasks"])
-    local_ms = marginal_cpu_ms(cells["local c=2"], cells["local c=2, 16 tasks"])
+    driver_ms = marginal_cpu_ms(cells["ray 1 node c=2"], cells["ray 1 node c=2, 16 episodes"])
+    local_ms = marginal_cpu_ms(cells["local c=2"], cells["local c=2, 16 episodes"])
     per_node = steady["ray 1 node c=2"]  # a node like this one: 2 cores
     need = 100 * per_node
     limits = {"the driver's CPU (one process receives and stores every episode)": 1000 / driver_ms,
@@ -233,8 +266,9 @@ def report(cells: dict[str, dict[str, Any]], write_ms: float, tokens: float, loa
         f"Machine: {cpu_name()}, {cores()} cores, load average {load:.1f} at the start "
         f"(shared with other work); Python {sys.version.split()[0]}, ray {version('ray')}.",
         "",
-        "Workload: generated easy `code` tasks, SmolLM2-135M's recorded replies replayed "
-        "(sandboxed hidden tests run for every submission), one epoch.",
+        f"Workload: {N_TASKS} generated easy `code` tasks × {epochs} epochs, SmolLM2-135M's "
+        "recorded replies replayed (sandboxed hidden tests run for every submission); each "
+        "ratio below is of the cells' medians.",
         "",
         "- *whole run*: episodes ÷ the runner's wall time (Ray's connection and actor start-up "
         "inside it);",
@@ -242,12 +276,12 @@ def report(cells: dict[str, dict[str, Any]], write_ms: float, tokens: float, loa
         "of them finishing (the 25th to the 75th percentile of finish times: start-up and the "
         "last stragglers left out — the rate a long run settles at).",
         "",
-        "| cell | tasks | whole run, episodes/s (every repeat) | steady, episodes/s (every repeat) "
+        "| cell | episodes | whole run, episodes/s (every repeat) | steady, episodes/s (every repeat) "
         "| driver CPU s |",
         "|---|---:|---|---|---:|",
     ]
     for k, v in cells.items():
-        lines.append(f"| {k} | {v['tasks']} | {', '.join(f'{r:.2f}' for r in v['rates'])} | "
+        lines.append(f"| {k} | {v['episodes']} | {', '.join(f'{r:.2f}' for r in v['rates'])} | "
                      f"{', '.join(f'{r:.2f}' for r in v['steady'])} | "
                      f"{min(v['driver_cpu_s']):.2f} |")
     unbatched = steady["ray 1 node c=2, chunk=1"] / steady["local c=2"]
@@ -265,8 +299,9 @@ def report(cells: dict[str, dict[str, Any]], write_ms: float, tokens: float, loa
         "",
         f"Measured per episode: {tokens:.0f} model tokens (prompt + completion, as stored); "
         f"{driver_ms:.1f} ms of driver CPU under `ray` ({local_ms:.1f} ms under `local`, where "
-        f"the driver also plays the episode), each the difference between a {TASKS}-task and a "
-        f"16-task run ÷ 48; {write_ms:.2f} ms for one writer to store a trajectory (SQLite, "
+        f"the driver also plays the episode), each the difference between a "
+        f"{cells['local c=2']['episodes']}-episode and a 16-episode run ÷ the difference; "
+        f"{write_ms:.2f} ms for one writer to store a trajectory (SQLite, "
         "batches of 8).",
         "",
         f"A node like this one plays {per_node:.2f} episodes/s (steady), so 100 of them play "

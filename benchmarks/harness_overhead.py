@@ -162,6 +162,19 @@ def load_cassette() -> list[dict[str, Any]]:
     return [json.loads(line) for line in CASSETTE.open(encoding="utf-8") if line.strip()]
 
 
+def epoch_lines(rec: dict[str, Any], task: Any, config: Any, epochs: int) -> list[str]:
+    """One recorded cassette line as ``epochs`` lines, one per epoch: ``params.seed`` set to
+    that epoch's attempt seed and the key recomputed (see "The cassette" above)."""
+    from sharpen.core.hashing import content_hash
+
+    lines = []
+    for epoch in range(epochs):
+        req = rec["request"]
+        new = {**req, "params": {**req["params"], "seed": config.attempt_seed(task, epoch)}}
+        lines.append(json.dumps({**rec, "key": content_hash(new), "request": new}))
+    return lines
+
+
 def prepare(workdir: Path, max_epochs: int, n_tasks: int) -> dict[str, Any]:
     """Expand the cassette to ``max_epochs`` epochs, compute every submission's real test
     report (for the ``pure`` variant), and collect the Inspect samples and mock replies."""
@@ -190,10 +203,7 @@ def prepare(workdir: Path, max_epochs: int, n_tasks: int) -> dict[str, Any]:
                      "list; re-record it (see the docstring)")
         if task.id not in wanted:
             continue
-        for epoch in range(max_epochs):
-            params = {**req["params"], "seed": config.attempt_seed(task, epoch)}
-            new = {**req, "params": params}
-            expanded.append(json.dumps({**rec, "key": content_hash(new), "request": new}))
+        expanded += epoch_lines(rec, task, config, max_epochs)
         msgs = req["messages"]
         if len(msgs) == 2:
             samples[task.id] = {"task": task.model_dump(mode="json"), "system": msgs[0]["content"],
