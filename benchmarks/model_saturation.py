@@ -20,15 +20,22 @@ speed across the cell counts against neither side.
 * runner tokens/s: completion tokens of the run ÷ (last episode end − first episode start);
 * direct tokens/s: completion tokens of a replay ÷ its wall time;
 * ratio = runner ÷ direct (target ≥ 0.95).
+* ratio at equal in-flight: where ``c`` is below the slots, a run may keep only ``c``
+  requests in flight, whereas the direct maximum keeps one per slot (batched decoding of
+  several slots makes more tokens per second than one): the run's conversations replayed on
+  ``c`` lanes right after it — the server's own rate with as many requests in flight as the
+  run may have — and the runner ÷ that. Where ``c`` ≥ the slots it is the ratio itself.
 
 Arms: ``before`` — ``max_in_flight: none, cache_prompt: false`` (what the model did before it
 had a limit: every episode's request goes straight to the server, which queues them);
 ``after`` — the defaults, ``max_in_flight: auto`` (found: 1 for llama-cpp-python's server, the
 ``total_slots`` of ``/props`` for llama-server), ``cache_prompt: auto`` and ``prefix_hold_s:
 auto``; ``no-hold`` — the defaults but ``prefix_hold_s: 0`` (the gate alone, no place kept
-for a conversation's next call). Each row also has the server's CPU seconds per completion
-token (``/proc``), direct ÷ runner, and the run's gate counts (peak in flight, waited,
-resumed: calls that took the place their conversation's previous call held).
+for a conversation's next call); ``hold`` — the defaults but ``prefix_hold_s: 0.25`` (what
+``auto`` gives llama-cpp-python's server, for ``llama-server``). Each row also has the
+server's CPU seconds per completion token (``/proc``), direct ÷ runner, and the run's gate
+counts (peak in flight, waited, resumed: calls that took the place their conversation's
+previous call held; ``hold_at_end_s``: how long the gate held a place by the run's end).
 
 Slots: llama-cpp-python 0.3.36's server holds one global lock around its model (two
 ``anyio.Lock`` in ``llama_cpp/server/app.py``): it serves one request at a time, and has no
@@ -71,6 +78,7 @@ ARMS: dict[str, dict[str, Any]] = {
     "before": {"max_in_flight": "none", "cache_prompt": False},
     "after": {},
     "no-hold": {"prefix_hold_s": 0},
+    "hold": {"prefix_hold_s": 0.25},
 }
 
 
@@ -132,6 +140,9 @@ async def run_arm(url: str, pid: int, arm: str, concurrency: int, args: argparse
     # The run's own conversations, replayed directly: the server's own maximum on them.
     seen[len(tasks)] = replay(trajs, args.max_tokens)
     after = await direct(url, pid, seen[len(tasks)], args.slots)
+    # As many lanes as the run may have requests in flight, when that is fewer than the slots.
+    equal = (await direct(url, pid, seen[len(tasks)], concurrency)
+             if concurrency < args.slots else None)
     phases = [d for d in (before, after) if d["calls"]]
     runner_tps = runner_tokens / runner_s
     direct_tps = sum(d["tps"] for d in phases) / len(phases)
@@ -141,9 +152,12 @@ async def run_arm(url: str, pid: int, arm: str, concurrency: int, args: argparse
             "runner_prompt_tokens": sum(t.usage.input_tokens for t in trajs),
             "runner_s": runner_s, "runner_tps": runner_tps, "direct_tps": direct_tps,
             "direct_before": before, "direct_after": after, "ratio": runner_tps / direct_tps,
+            "direct_equal": equal,
+            "ratio_equal": runner_tps / (equal["tps"] if equal else direct_tps),
             "runner_server_cpu_s": runner_cpu,
             "cpu_ratio": direct_cpu / (runner_cpu / runner_tokens),
-            "gate": {"limit": gate.limit, "hold_s": gate.hold_s, "peak": gate.peak,
+            "gate": {"limit": gate.limit, "hold_s": gate.hold_s,
+                     "hold_at_end_s": round(gate.hold_for(), 3), "peak": gate.peak,
                      "waited": gate.waited, "resumed": gate.resumed},
             "errors": sum(1 for t in trajs if t.outcome.error_kind == "infra")}
 
@@ -203,15 +217,21 @@ def page(res: dict[str, Any]) -> str:
         "runner (1.0: the runner made the server do no more work per token than the best "
         "order does; prompts re-evaluated after another conversation's push it below).",
         "",
+        "Ratio at equal in-flight: the runner ÷ the run's conversations replayed on as many "
+        "lanes as the run's concurrency, where that is below the slots (else the ratio).",
+        "",
         "| arm | concurrency | episodes | calls | runner tok/s | direct tok/s before, after "
-        "| ratio | server CPU s, runner | CPU ratio | gate |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| ratio | direct tok/s, c lanes | ratio at equal in-flight | server CPU s, runner "
+        "| CPU ratio | gate |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in res["rows"]:
         before = f"{r['direct_before']['tps']:.2f}" if r["direct_before"]["calls"] else "–"
+        equal = f"{r['direct_equal']['tps']:.2f}" if r.get("direct_equal") else "–"
         lines.append(f"| {r['arm']} | {r['concurrency']} | {r['episodes']} | {r['calls']} | "
                      f"{r['runner_tps']:.2f} | {before}, {r['direct_after']['tps']:.2f} | "
-                     f"{r['ratio']:.2f} | {r['runner_server_cpu_s']:.1f} | "
+                     f"{r['ratio']:.2f} | {equal} | {r['ratio_equal']:.2f} | "
+                     f"{r['runner_server_cpu_s']:.1f} | "
                      f"{r['cpu_ratio']:.2f} | {r['gate']} |")
     return "\n".join(lines) + "\n"
 

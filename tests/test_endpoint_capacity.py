@@ -17,7 +17,7 @@ from servers import ScriptedServer, chat_body, llama_server_fixture
 
 from sharpen.core.errors import UserError
 from sharpen.core.messages import Message
-from sharpen.models.capacity import TRIAL_HOLDS, Capacity
+from sharpen.models.capacity import HOLD_FLOOR_S, TRIAL_HOLDS, Capacity
 from sharpen.models.openai_compat import OpenAIModel
 
 llama_server = llama_server_fixture()
@@ -203,6 +203,26 @@ async def test_a_held_place_keeps_a_one_slot_server_on_one_conversation(
         assert order == expected
         assert server.peak == 1
         assert (await model.gate()).resumed == (4 if hold_s else 0)
+        await model.aclose()
+    finally:
+        server.close()
+
+
+async def test_holds_shrink_to_the_time_conversations_take_to_come_back() -> None:
+    """The hold after an episode's last call is never taken up. Once the gate has seen how
+    soon conversations come back (a 0.02 s environment step here) it holds a few times that,
+    not the 2 s asked, and each conversation still keeps its place for all its turns."""
+    server = SlotServer(slots=1, delay_s=0.02)
+    try:
+        model = OpenAIModel(base_url=server.url, tools=False, prefix_hold_s=2.0)
+        first = asyncio.create_task(_conversation(model, "A", 6))
+        await asyncio.sleep(0.01)  # A asks first
+        await asyncio.gather(first, _conversation(model, "B", 6))
+        order = "".join(b["messages"][1]["content"][-1] for b in server.bodies)
+        assert order == "AAAAAABBBBBB"
+        gate = await model.gate()
+        assert gate.resumed == 10
+        assert HOLD_FLOOR_S <= gate.hold_for() < 0.5
         await model.aclose()
     finally:
         server.close()

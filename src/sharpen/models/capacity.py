@@ -24,7 +24,7 @@ anything else (vLLM, hosted)    unknown: no limit unless ``max_in_flight`` is gi
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -84,6 +84,22 @@ async def discover(client: httpx.AsyncClient, base_url: str) -> Capacity:
 TRIAL_HOLDS = 8
 """Holds an :class:`EndpointGate` makes before it asks whether they are taken up."""
 
+GAPS_KEPT = 32
+"""How many of the latest gaps (a conversation's request done → its next one asking) a gate
+sizes its holds from."""
+
+GAPS_BEFORE_FITTING = 4
+"""Gaps seen before a gate holds for less than its ``hold_s``."""
+
+HOLD_MARGIN = 3.0
+HOLD_FLOOR_S = 0.05
+"""A fitted hold: ``HOLD_MARGIN`` × the 90th percentile of the recent gaps (one slow step
+in ten loses its place rather than every episode's end holding one the longest), at least
+``HOLD_FLOOR_S`` (timer jitter), at most ``hold_s``."""
+
+CONVERSATIONS_KEPT = 1024
+"""Conversations whose last release time a gate remembers (the oldest are forgotten)."""
+
 
 class EndpointGate:
     """Lets at most ``limit`` requests through at once (``None``: any number), first come
@@ -95,7 +111,10 @@ class EndpointGate:
     prompt then extends that prompt instead of evaluating another conversation's from the
     start. Others get the place when the hold runs out. Holds that are not taken up cost
     their time, so after ``TRIAL_HOLDS`` of them the gate holds only while at least half of
-    its holds were taken up (one-call conversations, such as a judge's, soon stop it)."""
+    its holds were taken up (one-call conversations, such as a judge's, soon stop it). And
+    since the hold after an episode's last call is never taken up, a hold lasts only about as
+    long as conversations are seen to take to come back (:meth:`hold_for`): where environment
+    steps take milliseconds, that hold ends after ``HOLD_FLOOR_S``, not ``hold_s``."""
 
     def __init__(self, limit: int | None, hold_s: float = 0.0) -> None:
         if limit is not None and limit < 1:
@@ -105,6 +124,8 @@ class EndpointGate:
         self._free = limit
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._held: dict[str, asyncio.TimerHandle] = {}
+        self._released_at: OrderedDict[str, float] = OrderedDict()
+        self._gaps: deque[float] = deque(maxlen=GAPS_KEPT)
         self.in_flight = 0
         """Requests inside the gate now."""
         self.peak = 0
@@ -128,9 +149,25 @@ class EndpointGate:
             self.in_flight -= 1
             self._release(conversation)
 
+    def hold_for(self) -> float:
+        """How long a place is held now: ``hold_s`` until ``GAPS_BEFORE_FITTING`` gaps were
+        seen, then ``HOLD_MARGIN`` × the 90th percentile of the latest ``GAPS_KEPT`` (at
+        least ``HOLD_FLOOR_S``, at most ``hold_s``)."""
+        if len(self._gaps) < GAPS_BEFORE_FITTING:
+            return self.hold_s
+        gaps = sorted(self._gaps)
+        p90 = gaps[min(len(gaps) - 1, int(0.9 * len(gaps)))]
+        return min(self.hold_s, max(HOLD_FLOOR_S, HOLD_MARGIN * p90))
+
     async def _acquire(self, conversation: str | None) -> None:
         if self._free is None:
             return
+        if conversation is not None and self.hold_s > 0:
+            # Every return counts, held or not: a hold that ran out before the conversation
+            # came back must still lengthen the next ones.
+            released = self._released_at.pop(conversation, None)
+            if released is not None:
+                self._gaps.append(asyncio.get_running_loop().time() - released)
         held = self._held.pop(conversation, None) if conversation is not None else None
         if held is not None:
             held.cancel()
@@ -154,11 +191,17 @@ class EndpointGate:
     def _release(self, conversation: str | None) -> None:
         if self._free is None:
             return
+        loop = asyncio.get_running_loop()
+        if self.hold_s > 0 and conversation is not None:
+            self._released_at[conversation] = loop.time()
+            self._released_at.move_to_end(conversation)
+            if len(self._released_at) > CONVERSATIONS_KEPT:
+                self._released_at.popitem(last=False)
         if (self.hold_s > 0 and conversation is not None and conversation not in self._held
                 and (self.holds < TRIAL_HOLDS or 2 * self.resumed >= self.holds)):
             self.holds += 1
-            loop = asyncio.get_running_loop()
-            self._held[conversation] = loop.call_later(self.hold_s, self._expire, conversation)
+            self._held[conversation] = loop.call_later(self.hold_for(), self._expire,
+                                                       conversation)
             return
         self._give()
 
