@@ -167,9 +167,8 @@ def epoch_lines(rec: dict[str, Any], task: Any, config: Any, epochs: int) -> lis
     that epoch's attempt seed and the key recomputed (see "The cassette" above)."""
     from sharpen.core.hashing import content_hash
 
-    lines = []
+    req, lines = rec["request"], []
     for epoch in range(epochs):
-        req = rec["request"]
         new = {**req, "params": {**req["params"], "seed": config.attempt_seed(task, epoch)}}
         lines.append(json.dumps({**rec, "key": content_hash(new), "request": new}))
     return lines
