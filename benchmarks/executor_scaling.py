@@ -3,7 +3,7 @@
 What is measured
 ----------------
 Every cell is one ``sharpen run`` process (the real CLI, ``--json``, progress off, a fresh
-SQLite store) playing the same 64 generated easy ``code`` tasks, ``--epochs`` (4) times each,
+SQLite store) playing the same 64 generated easy ``code`` tasks, ``--epochs`` (16) times each,
 with SmolLM2-135M's real replies replayed from ``benchmarks/cassettes/harness_overhead.jsonl``
 (the replay model: no model load, so what is left is real work per episode — each submission's
 hidden tests run in the sandbox — and the harness; the cassette is copied once per epoch with
@@ -26,12 +26,21 @@ the ``sharpen`` process's user + system CPU between a full and a 16-episode run 
 difference in episodes (start-up
 cancels out; under ``ray`` that is what the driver spends per episode receiving, storing and
 counting it, under ``local`` the sandboxed tests, children of the process, are in it too).
+Machine CPU ms/episode = the busy CPU time of the whole machine (``/proc/stat``: every process,
+Ray's raylet, GCS and actors and the sandboxes included) over a full run ÷ its episodes.
 Store ms/trajectory = one writer saving the run's trajectories again into a fresh SQLite store in
-batches of 8 (what the runner's writer does). Each full cell runs ``--repeats`` (3) times; the
-ratios use each cell's median, and every repeat is shown (the load average at the start is in
-the results). Why 256 episodes and medians: with 64 the steady window was 32 episodes, about
-half a second, and the best of two repeats of that moved the ratio between 0.88 and 1.07 in
-two runs a minute apart (2026-12-02).
+batches of 8 (what the runner's writer does).
+
+Repeats: the whole grid runs ``--repeats`` (5) times, one grid after the other — ``local``
+with no Ray process on the machine, then a fresh one-node cluster for the ``ray`` cells, a
+second node added for the two-node cells, the cluster killed — so a drift of the machine
+spreads over every cell; the ratios use each cell's median, and every repeat is shown (the
+load average at the start is in the results). Why 1,024 episodes and interleaved grids: with
+64 episodes the steady window was half a second, and the best of two repeats moved the ratio
+between 0.88 and 1.07 in two runs a minute apart (2026-12-02); with 256 (the steady window
+0.8 s) and each cell's three repeats run back to back, one cell's repeats still spread by
+±10% (``local`` 205, 168, 167 episodes/s) and a run of three repeats each gave 0.89, another
+0.77 (2026-12-04). At 1,024 the steady window is about 3.5 s.
 
 From those, the results file works out what a 100-node cluster of such nodes would ask of the
 one driver and store (episodes/s, store writes/s, model tokens/s from the tokens per episode
@@ -39,7 +48,7 @@ stored) and which gives first.
 
 Usage::
 
-    python benchmarks/executor_scaling.py            # ~2 min on 2 cores
+    python benchmarks/executor_scaling.py            # ~7 min on 2 cores
 """
 
 from __future__ import annotations
@@ -75,7 +84,7 @@ from machine_info import cores, cpu_name, version
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "executor_scaling.md"
 RAY = str(Path(sys.executable).parent / "ray")
-EPOCHS = 4
+EPOCHS = 16
 RUN = ["-m", "sharpen.cli.main", "run", "code", "-E", "source=generated", "-E", "difficulty=easy",
        "-E", "max_submissions=2", "--seed", str(RUN_SEED), "--agent", str(AGENT_YAML),
        "--model", "replay", "--no-progress", "--json"]
@@ -157,29 +166,58 @@ def one_run(tmp: Path, concurrency: int, extra: list[str]) -> dict[str, Any]:
     return {"summary": summary, "url": url, "run_id": run_id, "steady": steady}
 
 
-def cpu_of(fn: Any) -> tuple[Any, float]:
-    """``fn()`` and the CPU seconds its child processes used."""
+def machine_busy_s() -> float:
+    """Busy CPU seconds of the whole machine since boot (``/proc/stat``: all but idle and
+    iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(tmp: Path, concurrency: int, extra: list[str], n_tasks: int,
+            epochs: int) -> dict[str, Any]:
+    """One run: its rates, the CPU seconds of the ``sharpen`` process (and the children it
+    waited for) and of the whole machine."""
     import resource
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    value = fn()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return value, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    before, busy = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy_s()
+    run = one_run(tmp, concurrency, [*extra, "--tasks", str(n_tasks), "--epochs", str(epochs)])
+    after, busy = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy_s() - busy
+    s = run["summary"]
+    return {"rate": s["n_trajectories"] / s["wall_seconds"], "steady": run["steady"],
+            "driver_cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            "machine_cpu_s": busy, "episodes": n_tasks * epochs, "run": run}
 
 
-def cell(tmp: Path, concurrency: int, extra: list[str], repeats: int, n_tasks: int,
-         epochs: int) -> dict[str, Any]:
-    rates, steady, cpus, last = [], [], [], None
-    size = ["--tasks", str(n_tasks), "--epochs", str(epochs)]
-    for _ in range(repeats):
-        last, cpu = cpu_of(lambda: one_run(tmp, concurrency, [*extra, *size]))
-        s = last["summary"]
-        rates.append(s["n_trajectories"] / s["wall_seconds"])
-        steady.append(last["steady"])
-        cpus.append(cpu)
-    assert last is not None
-    return {"rates": rates, "steady": steady, "driver_cpu_s": cpus, "last": last,
-            "episodes": n_tasks * epochs}
+def add(cells: dict[str, dict[str, Any]], name: str, run: dict[str, Any]) -> None:
+    """Append one repeat to its cell (lists of every repeat's numbers; the last run kept)."""
+    cell = cells.setdefault(name, {"rates": [], "steady": [], "driver_cpu_s": [],
+                                   "machine_cpu_s": [], "episodes": run["episodes"]})
+    for key, into in (("rate", "rates"), ("steady", "steady"), ("driver_cpu_s", "driver_cpu_s"),
+                      ("machine_cpu_s", "machine_cpu_s")):
+        cell[into].append(run[key])
+    cell["last"] = run["run"]
+
+
+@contextlib.contextmanager
+def cluster(tmp: Path) -> Any:
+    """A fresh one-node Ray cluster on loopback (2 CPUs), its address, and a function that adds
+    a second node (1 CPU) on the same machine; every node killed on leaving."""
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    nodes = [start_node(["--head", "--port", str(port), "--num-cpus", "2",
+                         "--include-dashboard=false", "--ray-client-server-port", str(free_port()),
+                         "--temp-dir", str(tmp / "ray")], tmp / "head.log")]
+
+    def second() -> None:
+        nodes.append(start_node(["--address", address, "--num-cpus", "1"], tmp / "second.log"))
+        wait_cpus(address, 3)
+
+    try:
+        wait_cpus(address, 2)
+        yield address, second
+    finally:
+        for node in reversed(nodes):
+            kill_session(node)
 
 
 def store_cost(url: str, run_id: str) -> tuple[float, float]:
@@ -201,48 +239,41 @@ def store_cost(url: str, run_id: str) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=EPOCHS)
     args = ap.parse_args()
     full = (N_TASKS, args.epochs)
     load = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="sharpen-xs-", dir="/tmp"))
     epoch_cassette(tmp, args.epochs)
-    port = free_port()
-    address = f"127.0.0.1:{port}"
     cells: dict[str, dict[str, Any]] = {}
-    cells["local c=2"] = cell(tmp, 2, ["--executor", "local"], args.repeats, *full)
-    cells["local c=2, 16 episodes"] = cell(tmp, 2, ["--executor", "local"], 1, 16, 1)
-    head = start_node(["--head", "--port", str(port), "--num-cpus", "2",
-                       "--include-dashboard=false", "--ray-client-server-port", str(free_port()),
-                       "--temp-dir", str(tmp / "ray")], tmp / "head.log")
-    second = None
-    try:
-        wait_cpus(address, 2)
-        ray = ["--executor", "ray", "--ray-address", address]
-        cells["ray 1 node c=2"] = cell(tmp, 2, ray, args.repeats, *full)
-        cells["ray 1 node c=2, 16 episodes"] = cell(tmp, 2, ray, 1, 16, 1)
-        # One episode per actor call, as before batches: what the batching buys.
-        cells["ray 1 node c=2, chunk=1"] = cell(tmp, 2, [*ray, "--executor-arg", "chunk=1"],
-                                                args.repeats, *full)
-        second = start_node(["--address", address, "--num-cpus", "1"], tmp / "second.log")
-        wait_cpus(address, 3)
-        cells["ray 2 nodes c=2"] = cell(tmp, 2, ray, args.repeats, *full)
-        cells["ray 2 nodes c=3"] = cell(tmp, 3, ray, args.repeats, *full)
-    finally:
-        if second is not None:
-            kill_session(second)
-        kill_session(head)
+    for repeat in range(args.repeats):
+        add(cells, "local c=2", measure(tmp, 2, ["--executor", "local"], *full))
+        if repeat == 0:
+            add(cells, "local c=2, 16 episodes", measure(tmp, 2, ["--executor", "local"], 16, 1))
+        with cluster(tmp) as (address, second):
+            ray = ["--executor", "ray", "--ray-address", address]
+            add(cells, "ray 1 node c=2", measure(tmp, 2, ray, *full))
+            if repeat == 0:
+                add(cells, "ray 1 node c=2, 16 episodes", measure(tmp, 2, ray, 16, 1))
+            # One episode per actor call, as before batches: what the batching buys.
+            add(cells, "ray 1 node c=2, chunk=1",
+                measure(tmp, 2, [*ray, "--executor-arg", "chunk=1"], *full))
+            second()
+            add(cells, "ray 2 nodes c=2", measure(tmp, 2, ray, *full))
+            add(cells, "ray 2 nodes c=3", measure(tmp, 3, ray, *full))
+        print(f"grid {repeat + 1} of {args.repeats} done", file=sys.stderr, flush=True)
     last = cells["local c=2"]["last"]
     write_ms, tokens = store_cost(last["url"], last["run_id"])
     shutil.rmtree(tmp, ignore_errors=True)
     report(cells, write_ms, tokens, load, args.epochs)
 
 
-def marginal_cpu_ms(big: dict[str, Any], small: dict[str, Any]) -> float:
-    """Driver CPU per extra episode: the difference of two runs' CPU ÷ their difference in
-    episodes (start-up — imports, Ray's connection, actors — cancels out)."""
-    return (1000 * (min(big["driver_cpu_s"]) - small["driver_cpu_s"][0])
+def marginal_cpu_ms(big: dict[str, Any], small: dict[str, Any], key: str = "driver_cpu_s") -> float:
+    """CPU per extra episode (``key``: the driver's or the machine's): the difference of the
+    full cell's median and the small run's ÷ their difference in episodes (start-up — imports,
+    Ray's connection, actors — cancels out)."""
+    return (1000 * (median(big[key]) - small[key][0])
             / (big["episodes"] - small["episodes"]))
 
 
@@ -254,6 +285,8 @@ def report(cells: dict[str, dict[str, Any]], write_ms: float, tokens: float, loa
     ratio = steady["ray 1 node c=2"] / steady["local c=2"]
     driver_ms = marginal_cpu_ms(cells["ray 1 node c=2"], cells["ray 1 node c=2, 16 episodes"])
     local_ms = marginal_cpu_ms(cells["local c=2"], cells["local c=2, 16 episodes"])
+    machine = {k: marginal_cpu_ms(cells[f"{k} c=2"], cells[f"{k} c=2, 16 episodes"],
+                                  "machine_cpu_s") for k in ("local", "ray 1 node")}
     per_node = steady["ray 1 node c=2"]  # a node like this one: 2 cores
     need = 100 * per_node
     limits = {"the driver's CPU (one process receives and stores every episode)": 1000 / driver_ms,
@@ -277,13 +310,14 @@ def report(cells: dict[str, dict[str, Any]], write_ms: float, tokens: float, loa
         "last stragglers left out — the rate a long run settles at).",
         "",
         "| cell | episodes | whole run, episodes/s (every repeat) | steady, episodes/s (every repeat) "
-        "| driver CPU s |",
-        "|---|---:|---|---|---:|",
+        "| steady, median | driver CPU s | machine CPU ms/episode, median |",
+        "|---|---:|---|---|---:|---:|---:|",
     ]
     for k, v in cells.items():
         lines.append(f"| {k} | {v['episodes']} | {', '.join(f'{r:.2f}' for r in v['rates'])} | "
-                     f"{', '.join(f'{r:.2f}' for r in v['steady'])} | "
-                     f"{min(v['driver_cpu_s']):.2f} |")
+                     f"{', '.join(f'{r:.2f}' for r in v['steady'])} | {steady[k]:.2f} | "
+                     f"{min(v['driver_cpu_s']):.2f} | "
+                     f"{1000 * median(v['machine_cpu_s']) / v['episodes']:.1f} |")
     unbatched = steady["ray 1 node c=2, chunk=1"] / steady["local c=2"]
     lines += [
         "",
@@ -302,7 +336,8 @@ def report(cells: dict[str, dict[str, Any]], write_ms: float, tokens: float, loa
         f"the driver also plays the episode), each the difference between a "
         f"{cells['local c=2']['episodes']}-episode and a 16-episode run ÷ the difference; "
         f"{write_ms:.2f} ms for one writer to store a trajectory (SQLite, "
-        "batches of 8).",
+        f"batches of 8); the whole machine's CPU, every process, {machine['ray 1 node']:.1f} ms "
+        f"under `ray` against {machine['local']:.1f} ms under `local` (the same differences).",
         "",
         f"A node like this one plays {per_node:.2f} episodes/s (steady), so 100 of them play "
         f"{need:.0f} episodes/s and need:",

@@ -58,8 +58,8 @@ killed."""
 
 CHUNK = 8
 """The most episodes one actor call plays (``--executor-arg chunk=N``). A call's fixed cost is
-paid once for all the episodes it streams back: steady ray ÷ local 0.89 with batches of 8
-against 0.60 with one episode per call (``benchmarks/executor_scaling.py``, 2026-12-04)."""
+paid once for all the episodes it streams back: steady ray ÷ local 0.96 with batches of 8
+against 0.63 with one episode per call (``benchmarks/executor_scaling.py``, 2026-12-04)."""
 
 
 def _ray() -> Any:
