@@ -24,7 +24,15 @@ speed across the cell counts against neither side.
   requests in flight, whereas the direct maximum keeps one per slot (batched decoding of
   several slots makes more tokens per second than one): the run's conversations replayed on
   ``c`` lanes right after it — the server's own rate with as many requests in flight as the
-  run may have — and the runner ÷ that. Where ``c`` ≥ the slots it is the ratio itself.
+  run may have — and the runner ÷ that. Where ``c`` ≥ the slots it is the ratio itself. This
+  is the ratio the target is judged on: no runner can make one request in flight decode as
+  fast as four batched ones.
+
+Repeats: the whole grid (every concurrency, every arm) runs ``--repeats`` (3) times, one grid
+after the other, so a drift of the machine spreads over every cell; each cell's verdict is the
+median of its repeats' ratios, every repeat shown. Why: one cell of one run moved by about
+±0.08 between runs minutes apart on this 2-core machine (2026-12-04), as much as the target's
+margin, so a single run could neither show the target met nor missed.
 
 Arms: ``before`` — ``max_in_flight: none, cache_prompt: false`` (what the model did before it
 had a limit: every episode's request goes straight to the server, which queues them);
@@ -44,7 +52,7 @@ Slots: llama-cpp-python 0.3.36's server holds one global lock around its model (
 
 Run: ``.venv/bin/python benchmarks/model_saturation.py`` → ``benchmarks/results/
 model_saturation.md`` (and ``.json``); ``... --llama-server /tmp/llama-server --slots 4 --out
-model_saturation_4slots``.
+model_saturation_4slots``. Each grid of the default arms takes about 7 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import httpx
@@ -220,20 +229,53 @@ def page(res: dict[str, Any]) -> str:
         "Ratio at equal in-flight: the runner ÷ the run's conversations replayed on as many "
         "lanes as the run's concurrency, where that is below the slots (else the ratio).",
         "",
-        "| arm | concurrency | episodes | calls | runner tok/s | direct tok/s before, after "
-        "| ratio | direct tok/s, c lanes | ratio at equal in-flight | server CPU s, runner "
+        f"Verdicts: the median over {res.get('repeats', 1)} repeat(s) of the grid of the ratio "
+        "at equal in-flight (target ≥ 0.95); every repeat's in the order they ran.",
+        "",
+        "| arm | concurrency | ratio at equal in-flight, every repeat | median | target ≥ 0.95 "
+        "| ratio (direct on every slot), median | CPU ratio, median |",
+        "|---|---:|---|---:|---|---:|---:|",
+    ]
+    for (arm, c), cell in verdicts(res["rows"]).items():
+        lines.append(f"| {arm} | {c} | {', '.join(f'{x:.3f}' for x in cell['ratios_equal'])} | "
+                     f"{cell['median_equal']:.3f} | {'met' if cell['met'] else 'not met'} | "
+                     f"{cell['median_ratio']:.3f} | {cell['median_cpu']:.2f} |")
+    lines += [
+        "",
+        "Every cell:",
+        "",
+        "| repeat | arm | concurrency | episodes | calls | runner tok/s | direct tok/s before, "
+        "after | ratio | direct tok/s, c lanes | ratio at equal in-flight | server CPU s, runner "
         "| CPU ratio | gate |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in res["rows"]:
         before = f"{r['direct_before']['tps']:.2f}" if r["direct_before"]["calls"] else "–"
         equal = f"{r['direct_equal']['tps']:.2f}" if r.get("direct_equal") else "–"
-        lines.append(f"| {r['arm']} | {r['concurrency']} | {r['episodes']} | {r['calls']} | "
+        lines.append(f"| {r.get('repeat', 0) + 1} | {r['arm']} | {r['concurrency']} | "
+                     f"{r['episodes']} | {r['calls']} | "
                      f"{r['runner_tps']:.2f} | {before}, {r['direct_after']['tps']:.2f} | "
                      f"{r['ratio']:.2f} | {equal} | {r['ratio_equal']:.2f} | "
                      f"{r['runner_server_cpu_s']:.1f} | "
                      f"{r['cpu_ratio']:.2f} | {r['gate']} |")
     return "\n".join(lines) + "\n"
+
+
+def verdicts(rows: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Per (arm, concurrency), in the order first run: every repeat's ratio at equal
+    in-flight, their median and whether it meets 0.95, and the medians of the ratio against
+    every slot and of the CPU ratio."""
+    cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        cells.setdefault((r["arm"], r["concurrency"]), []).append(r)
+    out = {}
+    for key, rs in cells.items():
+        equal = [r["ratio_equal"] for r in rs]
+        out[key] = {"ratios_equal": equal, "median_equal": median(equal),
+                    "met": median(equal) >= 0.95,
+                    "median_ratio": median(r["ratio"] for r in rs),
+                    "median_cpu": median(r["cpu_ratio"] for r in rs)}
+    return out
 
 
 def server_version(binary: str) -> str:
@@ -258,6 +300,8 @@ def main() -> None:
                     help="llama.cpp's llama-server binary (benchmarks/build_llama_server.sh "
                          "builds one) instead of llama-cpp-python's server")
     ap.add_argument("--slots", type=int, default=1, help="llama-server --parallel")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="how many times the whole grid runs (verdicts: medians)")
     ap.add_argument("--out", default="model_saturation")
     args = ap.parse_args()
     from importlib.metadata import version
@@ -280,11 +324,15 @@ def main() -> None:
     seen: dict[int, list[Conversation]] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for c in args.concurrency:
-                for arm in args.arms:
-                    row = asyncio.run(run_arm(url, proc.pid, arm, c, args, Path(tmp), seen))
-                    print(json.dumps(row), flush=True)
-                    rows.append(row)
+            for repeat in range(args.repeats):
+                (Path(tmp) / str(repeat)).mkdir()
+                for c in args.concurrency:
+                    for arm in args.arms:
+                        row = asyncio.run(run_arm(url, proc.pid, arm, c, args,
+                                                  Path(tmp) / str(repeat), seen))
+                        row["repeat"] = repeat
+                        print(json.dumps(row), flush=True)
+                        rows.append(row)
     finally:
         stop_server(proc)
     res = {"command": " ".join([".venv/bin/python benchmarks/model_saturation.py",
@@ -293,7 +341,7 @@ def main() -> None:
            "load": [load0, os.getloadavg()[0]], "cores": len(os.sched_getaffinity(0)),
            "server": server, "slots": args.slots, "env": args.env, "tasks": args.tasks,
            "steps": args.steps, "max_tokens": args.max_tokens, "threads": args.threads,
-           "rows": rows}
+           "repeats": args.repeats, "rows": rows}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{args.out}.json").write_text(json.dumps(res, indent=2, default=str))
     text = page(res)
