@@ -43,7 +43,8 @@ for a conversation's next call); ``hold`` — the defaults but ``prefix_hold_s: 
 ``auto`` gives llama-cpp-python's server, for ``llama-server``). Each row also has the
 server's CPU seconds per completion token (``/proc``), direct ÷ runner, and the run's gate
 counts (peak in flight, waited, resumed: calls that took the place their conversation's
-previous call held; ``hold_at_end_s``: how long the gate held a place by the run's end).
+previous call held; ``ended``: holds given back when their episode's agent was done;
+``hold_at_end_s``: how long the gate held a place by the run's end).
 
 Slots: llama-cpp-python 0.3.36's server holds one global lock around its model (two
 ``anyio.Lock`` in ``llama_cpp/server/app.py``): it serves one request at a time, and has no
@@ -167,7 +168,7 @@ async def run_arm(url: str, pid: int, arm: str, concurrency: int, args: argparse
             "cpu_ratio": direct_cpu / (runner_cpu / runner_tokens),
             "gate": {"limit": gate.limit, "hold_s": gate.hold_s,
                      "hold_at_end_s": round(gate.hold_for(), 3), "peak": gate.peak,
-                     "waited": gate.waited, "resumed": gate.resumed},
+                     "waited": gate.waited, "resumed": gate.resumed, "ended": gate.ended},
             "errors": sum(1 for t in trajs if t.outcome.error_kind == "infra")}
 
 

@@ -10,11 +10,13 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 from servers import ScriptedServer, chat_body, llama_server_fixture
 
+from sharpen.core.episode_end import at_episode_end, playing
 from sharpen.core.errors import UserError
 from sharpen.core.messages import Message
 from sharpen.models.capacity import HOLD_FLOOR_S, TRIAL_HOLDS, Capacity
@@ -244,5 +246,84 @@ async def test_holds_nobody_takes_up_stop() -> None:
         assert (gate.holds, gate.resumed) == (TRIAL_HOLDS, 0)
         assert len(server.bodies) == 20
         await model.aclose()
+    finally:
+        server.close()
+
+
+def test_what_is_registered_while_playing_runs_once_when_the_agent_is_done() -> None:
+    """Registered under a key once (the first kept), run when the block ends — also when it
+    raises; outside a block nothing is registered."""
+    ran: list[str] = []
+    assert not at_episode_end("a", lambda: ran.append("outside"))
+    with pytest.raises(RuntimeError), playing():
+        assert at_episode_end("a", lambda: ran.append("a"))
+        assert at_episode_end("a", lambda: ran.append("a again"))
+        assert at_episode_end("b", lambda: ran.append("b"))
+        assert ran == []
+        raise RuntimeError("the agent failed")
+    assert ran == ["a", "b"]
+    assert not at_episode_end("c", lambda: ran.append("c"))
+
+
+async def test_the_place_held_after_an_episodes_last_call_goes_on_when_its_agent_is_done(
+) -> None:
+    """A's last call's place is held for 30 s (too few returns seen to fit a shorter hold),
+    yet B, waiting for it, gets it as soon as A's agent is done: the gate counts the hold
+    as ended, not as one nobody took up."""
+    server = SlotServer(slots=1, delay_s=0.02)
+    try:
+        model = OpenAIModel(base_url=server.url, tools=False, prefix_hold_s=30.0)
+
+        async def episode(who: str) -> None:
+            with playing():
+                await _conversation(model, who, 2)
+
+        first = asyncio.create_task(episode("A"))
+        await asyncio.sleep(0.01)  # A asks first
+        await asyncio.wait_for(asyncio.gather(first, episode("B")), timeout=10)
+        order = "".join(b["messages"][1]["content"][-1] for b in server.bodies)
+        assert order == "AABB"
+        gate = await model.gate()
+        assert (gate.holds, gate.resumed, gate.ended) == (4, 2, 2)
+        assert gate.in_flight == 0 and not gate._held
+        await model.aclose()
+    finally:
+        server.close()
+
+
+async def test_the_runner_gives_a_held_place_back_when_an_episode_ends(tmp_path: Path) -> None:
+    """Through the real runner: two episodes on a one-slot endpoint with a 30 s hold, at
+    concurrency 2 — the second episode's calls go out as soon as the first episode's agent is
+    done, so the run ends in seconds, with every episode's last hold ended."""
+    from sharpen.core.agent_spec import AgentSpec, Limits
+    from sharpen.core.registry import REGISTRY, PluginRef
+    from sharpen.envs.base import ENV
+    from sharpen.models.pricing import PricedModel, PriceTable
+    from sharpen.runner.config import RunConfig
+    from sharpen.runner.runner import Runner
+    from sharpen.store import Store
+
+    server = SlotServer(slots=1, delay_s=0.02)
+    built: list[OpenAIModel] = []
+
+    def factory(c: RunConfig) -> PricedModel:
+        built.append(REGISTRY.create("model", c.agent.model))
+        return PricedModel(built[-1], PriceTable.load())
+
+    try:
+        env = PluginRef(name="sql")
+        spec = AgentSpec(model=PluginRef(name="openai", args={
+            "base_url": server.url, "tools": False, "prefix_hold_s": 30.0}),
+            params={"temperature": 0.0, "max_tokens": 8}, limits=Limits(max_steps=2))
+        config = RunConfig(env=env, agent=spec, concurrency=2,
+                           tasks=REGISTRY.create(ENV, env).list_tasks("test")[:2])
+        store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+        runner = Runner(store, progress=False, model_factory=factory)
+        summary = await asyncio.wait_for(runner.run(config), timeout=20)
+        trajs = list(store.iter_trajectories(summary.run_id))
+        assert len(trajs) == 2 and all(t.outcome.error_kind is None for t in trajs)
+        gate = await built[0].gate()
+        assert gate.peak == 1 and gate.ended == 2
+        assert len(server.bodies) == sum(t.usage.calls for t in trajs) >= 3
     finally:
         server.close()

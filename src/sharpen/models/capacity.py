@@ -28,9 +28,12 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import httpx
+
+from sharpen.core.episode_end import at_episode_end
 
 Server = Literal["llama.cpp", "llama-cpp-python", "unknown"]
 """What kind of server answered the capacity probes."""
@@ -114,7 +117,9 @@ class EndpointGate:
     its holds were taken up (one-call conversations, such as a judge's, soon stop it). And
     since the hold after an episode's last call is never taken up, a hold lasts only about as
     long as conversations are seen to take to come back (:meth:`hold_for`): where environment
-    steps take milliseconds, that hold ends after ``HOLD_FLOOR_S``, not ``hold_s``."""
+    steps take milliseconds, that hold ends after ``HOLD_FLOOR_S``, not ``hold_s``. Inside an
+    episode the runner plays (:func:`sharpen.core.episode_end.playing`) it does not wait even
+    that long: the place goes on as soon as the agent is done (:meth:`end`)."""
 
     def __init__(self, limit: int | None, hold_s: float = 0.0) -> None:
         if limit is not None and limit < 1:
@@ -136,6 +141,9 @@ class EndpointGate:
         """Requests that took the place their conversation's previous request held."""
         self.holds = 0
         """Places held for a conversation's next request."""
+        self.ended = 0
+        """Of those, places given back when the conversation's episode ended (never to be
+        taken up, and costing nothing, they do not count against holding)."""
 
     @asynccontextmanager
     async def slot(self, conversation: str | None = None) -> AsyncIterator[None]:
@@ -197,13 +205,27 @@ class EndpointGate:
             self._released_at.move_to_end(conversation)
             if len(self._released_at) > CONVERSATIONS_KEPT:
                 self._released_at.popitem(last=False)
+        if self.hold_s > 0 and conversation is not None:
+            at_episode_end((self, conversation), partial(self.end, conversation))
+        counted = self.holds - self.ended
         if (self.hold_s > 0 and conversation is not None and conversation not in self._held
-                and (self.holds < TRIAL_HOLDS or 2 * self.resumed >= self.holds)):
+                and (counted < TRIAL_HOLDS or 2 * self.resumed >= counted)):
             self.holds += 1
             self._held[conversation] = loop.call_later(self.hold_for(), self._expire,
                                                        conversation)
             return
         self._give()
+
+    def end(self, conversation: str) -> None:
+        """``conversation`` will not come back (its episode's agent is done): a place held for
+        it goes on now, and the time until a conversation of the same key is seen again (the
+        same task's next epoch) is not taken for a return. Called on the gate's loop."""
+        self._released_at.pop(conversation, None)
+        held = self._held.pop(conversation, None)
+        if held is not None:
+            held.cancel()
+            self.ended += 1
+            self._give()
 
     def _expire(self, conversation: str) -> None:
         if self._held.pop(conversation, None) is not None:

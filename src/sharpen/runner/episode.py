@@ -17,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import random
 import traceback
+from contextlib import nullcontext
 from datetime import UTC, datetime
 
 from sharpen.agents.base import AGENT
 from sharpen.agents.confidence import attach as attach_confidence
+from sharpen.core.episode_end import playing
 from sharpen.core.errors import AgentError, InfraError, UserError
 from sharpen.core.outcome import Outcome
 from sharpen.core.registry import Registry
@@ -52,14 +54,15 @@ async def play_episode(
     agent = registry.create(AGENT, config.agent.agent)
     env = registry.create(ENV, config.env)
     try:
-        if bar is None:
-            await agent.run(env, retrying, config.agent, traj)
+        # Steps, tokens and activity on the bar (when shown).
+        with nullcontext() if bar is None else bar.episode(traj):
+            # What the model keeps for the agent's next call (a server's place) goes on as
+            # soon as the agent is done, not after scoring.
+            with playing():
+                await agent.run(env, retrying if bar is None else bar.metered(retrying),
+                                config.agent, traj)
+            # The agent's stated confidence, if it gave one, for calibration.
             traj.outcome = attach_confidence(await env.outcome(), traj)
-        else:
-            with bar.episode(traj):  # steps, tokens and activity on the bar (when shown)
-                await agent.run(env, bar.metered(retrying), config.agent, traj)
-                # The agent's stated confidence, if it gave one, for calibration.
-                traj.outcome = attach_confidence(await env.outcome(), traj)
     except InfraError as exc:
         traj.outcome = Outcome(success=False, error_kind="infra", error=str(exc)[:2000])
     except AgentError as exc:  # the agent's own failure (an external program crashed)
