@@ -298,31 +298,25 @@ async def test_the_runner_gives_a_held_place_back_when_an_episode_ends(tmp_path:
     from sharpen.core.agent_spec import AgentSpec, Limits
     from sharpen.core.registry import REGISTRY, PluginRef
     from sharpen.envs.base import ENV
-    from sharpen.models.pricing import PricedModel, PriceTable
     from sharpen.runner.config import RunConfig
     from sharpen.runner.runner import Runner
     from sharpen.store import Store
 
     server = SlotServer(slots=1, delay_s=0.02)
-    built: list[OpenAIModel] = []
-
-    def factory(c: RunConfig) -> PricedModel:
-        built.append(REGISTRY.create("model", c.agent.model))
-        return PricedModel(built[-1], PriceTable.load())
-
     try:
+        args = {"base_url": server.url, "tools": False, "prefix_hold_s": 30.0}
+        model = OpenAIModel(**args)  # the run's model, kept to read its gate after the run
         env = PluginRef(name="sql")
-        spec = AgentSpec(model=PluginRef(name="openai", args={
-            "base_url": server.url, "tools": False, "prefix_hold_s": 30.0}),
-            params={"temperature": 0.0, "max_tokens": 8}, limits=Limits(max_steps=2))
+        spec = AgentSpec(model=PluginRef(name="openai", args=args),
+                         params={"temperature": 0.0, "max_tokens": 8}, limits=Limits(max_steps=2))
         config = RunConfig(env=env, agent=spec, concurrency=2,
                            tasks=REGISTRY.create(ENV, env).list_tasks("test")[:2])
         store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
-        runner = Runner(store, progress=False, model_factory=factory)
+        runner = Runner(store, progress=False, model_factory=lambda _: model)
         summary = await asyncio.wait_for(runner.run(config), timeout=20)
         trajs = list(store.iter_trajectories(summary.run_id))
         assert len(trajs) == 2 and all(t.outcome.error_kind is None for t in trajs)
-        gate = await built[0].gate()
+        gate = await model.gate()
         assert gate.peak == 1 and gate.ended == 2
         assert len(server.bodies) == sum(t.usage.calls for t in trajs) >= 3
     finally:

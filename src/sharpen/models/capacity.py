@@ -205,7 +205,6 @@ class EndpointGate:
             self._released_at.move_to_end(conversation)
             if len(self._released_at) > CONVERSATIONS_KEPT:
                 self._released_at.popitem(last=False)
-        if self.hold_s > 0 and conversation is not None:
             at_episode_end((self, conversation), partial(self.end, conversation))
         counted = self.holds - self.ended
         if (self.hold_s > 0 and conversation is not None and conversation not in self._held
