@@ -128,6 +128,23 @@ async def test_a_correction_is_kept_only_when_the_environment_verifies_it(tmp_pa
         await verified(ctx, attempt.model_copy(update={"task": _tasks("test", 1)[0]}), right, "v")
 
 
+def test_trl_trains_in_float32_on_the_cpu_unless_told_otherwise(tmp_path: Path) -> None:
+    """TRL's configs default to bf16 autocast, 9x slower on a CPU without bfloat16 arithmetic
+    (benchmarks/cpu_precision.py): every method's config is float32 there."""
+    pytest.importorskip("trl")
+    from trl import DPOConfig, RewardConfig, SFTConfig
+
+    from sharpen.train.grpo import GrpoMethod
+    from sharpen.train.hf import trl_args
+
+    for config in (DPOConfig, RewardConfig, SFTConfig):
+        assert config(**trl_args("cpu", tmp_path, 0)).bf16 is False
+        assert config(**trl_args("cpu", tmp_path, 0, bf16=True)).bf16 is True  # --trainer-arg
+    assert "bf16" not in trl_args("cuda", tmp_path, 0)  # a GPU keeps TRL's default
+    ctx = _context(tmp_path, Store(f"sqlite:///{tmp_path / 's.db'}"))
+    assert GrpoMethod().config(ctx)["bf16"] is False
+
+
 def _labelled(store: Store, role: str) -> list[str]:
     return [r.id for r in store.list_runs(None) if r.manifest.extra.get("role") == role]
 

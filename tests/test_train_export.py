@@ -321,7 +321,7 @@ def test_exports_fine_tune_the_embedded_model_with_trl(stored, tmp_path: Path) -
 
     untrained = next_token_scores(model)
     common = {"max_steps": 2, "per_device_train_batch_size": 2, "report_to": [], "save_strategy": "no",
-              "use_cpu": True, "logging_steps": 1}
+              "use_cpu": True, "bf16": False, "logging_steps": 1}  # as the docs say
     sft = SFTTrainer(model=model,
                      args=SFTConfig(output_dir=str(tmp_path / "sft"), learning_rate=1e-4, **common),
                      train_dataset=load_dataset("json", data_files=str(sft_file), split="train"),

@@ -129,12 +129,19 @@ def fit(trainer: Any, resume_from: str | Path | None = None) -> int:
 
 def trl_args(device: str, output_dir: str | Path, seed: int, **overrides: Any) -> dict[str, Any]:
     """The keyword arguments every TRL config of a sharpen method shares: no reporting to
-    outside services, the CPU when the device is one, a seed, a step log; ``overrides`` (the
-    method's own settings, then ``--trainer-arg``s) win."""
+    outside services, the CPU when the device is one, float32 there, a seed, a step log;
+    ``overrides`` (the method's own settings, then ``--trainer-arg``s) win.
+
+    Float32 on the CPU because TRL's configs default to ``bf16=True``, which on the CPU means
+    bfloat16 autocast: on a CPU without native bfloat16 arithmetic (no AVX512-BF16 or AMX) an
+    SFT step of the embedded model took 9.3x as long under it as in float32 (76.5 s against
+    8.2 s, ``benchmarks/cpu_precision.py``, 2026-12-06). ``--trainer-arg bf16=true`` turns it
+    back on; a GPU keeps TRL's default."""
     return {
         "output_dir": str(output_dir),
         "report_to": [],
         "use_cpu": device == "cpu",
+        **({"bf16": False} if device == "cpu" else {}),
         "seed": seed,
         "logging_steps": 1,
         "save_strategy": "no",
