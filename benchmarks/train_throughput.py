@@ -11,7 +11,10 @@ Protocol:
 - Both arms: TRL ``GRPOConfig`` with ``--steps`` (10) optimiser steps, one prompt × 2 replies of
   at most ``--max-completion`` (48) tokens per step, temperature 0.8, learning rate 1e-6,
   beta 0, seed 0, on the CPU with the same number of torch threads (the load average's,
-  :func:`sharpen.models.local.default_threads`, fixed by the parent for both).
+  :func:`sharpen.models.local.default_threads`, fixed by the parent for both), in float32
+  (``bf16=False``: sharpen's default on the CPU since 2026-12-06, passed to the TRL arm too so
+  that the arms differ in the loop alone; runs before that date had both arms under TRL's
+  default bfloat16 autocast, 9.3x slower per step on this CPU, ``benchmarks/cpu_precision.py``).
 - ``sharpen``: :class:`sharpen.train.grpo.GrpoMethod` on a ``TrainContext``, its defaults
   otherwise — its reward is the environment's verifier (each reply parsed by the agent's text
   protocol and run against the task's hidden tests in the sandbox), a resume checkpoint every
@@ -121,7 +124,7 @@ def arm_trl(a: argparse.Namespace) -> dict[str, Any]:
         args=GRPOConfig(output_dir=str(a.work / "trl"), report_to=[], use_cpu=True, seed=0,
                         logging_steps=1, save_strategy="no", disable_tqdm=True,
                         max_steps=a.steps, per_device_train_batch_size=2,
-                        max_completion_length=a.max_completion, **SETTINGS),
+                        max_completion_length=a.max_completion, bf16=False, **SETTINGS),
         train_dataset=Dataset.from_list(rows),
         processing_class=AutoTokenizer.from_pretrained(a.checkpoint), callbacks=[Keep()])
     t1 = time.monotonic()
