@@ -39,7 +39,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from machine_info import cores, cpu_name, version
+from machine_info import bf16_flags, cores, cpu_name, version
 
 HERE = Path(__file__).resolve().parent
 ARMS = {"float32": False, "bf16 autocast": True}
@@ -81,14 +81,6 @@ def _arm(checkpoint: Path, bf16: bool, steps: int, pairs: int, threads: int) -> 
     return {"step_s": loop / steps}
 
 
-def _bf16_flags() -> str:
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        return "unknown"
-    return ", ".join(f for f in ("avx512_bf16", "amx_bf16") if f in flags) or "none"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2)
@@ -125,7 +117,7 @@ def main() -> None:
         f"`python benchmarks/cpu_precision.py --steps {a.steps} --pairs {a.pairs} --repeats "
         f"{a.repeats} --threads {a.threads}`, {started:%Y-%m-%d %H:%M} UTC, "
         f"{(datetime.now(UTC) - started).total_seconds():.0f} s.", "",
-        f"Machine: {cpu_name()}, {cores()} cores; bfloat16 CPU flags: {_bf16_flags()}. torch "
+        f"Machine: {cpu_name()}, {cores()} cores; bfloat16 CPU flags: {bf16_flags()}. torch "
         f"{version('torch')}, transformers {version('transformers')}, trl {version('trl')}.", "",
         "| arm | seconds per optimiser step, each repeat | median |", "|---|---|---:|",
         *[f"| {arm} | {', '.join(f'{s:.1f}' for s in v)} | {med[arm]:.1f} |"

@@ -20,6 +20,16 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def bf16_flags() -> str:
+    """The CPU's native bfloat16 flags (``avx512_bf16``, ``amx_bf16``) from /proc/cpuinfo, comma
+    separated; ``none`` without them, ``unknown`` where the file cannot be read."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return "unknown"
+    return ", ".join(f for f in ("avx512_bf16", "amx_bf16") if f in flags) or "none"
+
+
 def cores() -> int:
     """CPU cores this process may use."""
     try:
